@@ -1,3 +1,4 @@
+import copy
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -8,7 +9,12 @@ import pytest  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
 
-@pytest.fixture
-def toy_task():
-    """A fresh warm-started toy policy, tokenizer and datasets (about a second to build)."""
+@pytest.fixture(scope="session")
+def _warm_toy_task():
     return make_toy_task(seed=0)
+
+
+@pytest.fixture
+def toy_task(_warm_toy_task):
+    """A private copy of the warm-started toy policy, tokenizer and datasets, built once per test session."""
+    return copy.deepcopy(_warm_toy_task)

@@ -2,9 +2,8 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from packaging.version import Version
+from packaging.specifiers import SpecifierSet
 
-SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
 SUPPORTED_TRL_TEXT = ">=1.16,<1.17"
 
 
@@ -15,8 +14,8 @@ def check_trl_version(installed: str | None = None) -> None:
             installed = version("trl")
         except PackageNotFoundError:
             raise ImportError(f"trl_variants needs trl{SUPPORTED_TRL_TEXT}, but trl is not installed.") from None
-    low, high = SUPPORTED_TRL
-    if not low <= Version(installed) < high:
+    # Pre-releases of a supported version are accepted; `<1.17` still refuses 1.17's own pre-releases.
+    if not SpecifierSet(SUPPORTED_TRL_TEXT).contains(installed, prereleases=True):
         raise ImportError(
             f"trl_variants supports trl{SUPPORTED_TRL_TEXT}, but trl {installed} is installed. "
             f"Install a supported version with: pip install 'trl{SUPPORTED_TRL_TEXT}'."

@@ -1,5 +1,6 @@
 """`DAPOTrainer`: DAPO (clip-higher, dynamic sampling, token-level loss, overlong reward shaping) on TRL."""
 
+import copy
 import os
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -8,21 +9,22 @@ from trl.trainer.utils import get_config_model_id
 
 from .dapo_config import DAPOConfig
 from .model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
+from .reliability import ReliabilityMixin
 from .rewards import SoftOverlongPunishment, is_soft_overlong_punishment
 from .sampling_rounds import DynamicSamplingMixin
 
 
-class DAPOTrainer(DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
+class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
     """
     Trainer for DAPO (https://huggingface.co/papers/2503.14476).
 
-    Clip-higher (`epsilon_high`), the token-level loss (`loss_type="dapo"`) and overlong filtering
-    (`mask_truncated_completions`) are TRL's own and are switched on by [`DAPOConfig`]'s defaults. Relative to
-    [`~trl.GRPOTrainer`] this class changes:
+    Clip-higher (`epsilon_high`) and the token-level loss (`loss_type="dapo"`) are TRL's own and are switched on by
+    [`DAPOConfig`]'s defaults; overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the
+    paper's reference run). Relative to [`~trl.GRPOTrainer`] this class changes:
 
     - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
       `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
-      `reward_weights` is given) and logged as `rewards/soft_overlong_punishment`.
+      `reward_weights` is given; the caller's config object is left unchanged) and logged as `rewards/soft_overlong_punishment`.
     - `_generate_and_score_completions` (train mode, `dynamic_sampling=True`): generates rounds until the batch holds
       only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups; see
       `trl_variants.sampling_rounds`.
@@ -45,14 +47,15 @@ class DAPOTrainer(DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
                 f"DAPOTrainer: args must be a DAPOConfig, got {type(args).__name__}. DAPOConfig carries DAPO's "
                 "defaults and the overlong-punishment and dynamic-sampling fields."
             )
-        reward_funcs = self._with_overlong_punishment(reward_funcs, args)
+        reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
+        self._setup_reliability_checks()
         self._setup_dynamic_sampling()
 
     @staticmethod
     def _with_overlong_punishment(reward_funcs, args: DAPOConfig):
         if args.overlong_buffer_length is None:
-            return reward_funcs
+            return reward_funcs, args
         if reward_funcs is None:
             reward_funcs = []
         elif not isinstance(reward_funcs, list):
@@ -69,11 +72,13 @@ class DAPOTrainer(DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
                     f"reward_weights has {len(args.reward_weights)} entries but there are {len(reward_funcs)} reward "
                     "functions; give one weight per function you pass (the overlong punishment gets weight 1.0)."
                 )
+            # A copy, so that the caller's config can build another trainer.
+            args = copy.copy(args)
             args.reward_weights = [*args.reward_weights, 1.0]
         punishment = SoftOverlongPunishment(
             args.max_completion_length, args.overlong_buffer_length, args.overlong_penalty_factor
         )
-        return [*reward_funcs, punishment]
+        return [*reward_funcs, punishment], args
 
     def _variant_settings(self) -> dict[str, object]:
         args = self.args

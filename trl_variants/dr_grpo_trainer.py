@@ -5,9 +5,10 @@ from trl.trainer.utils import get_config_model_id
 
 from .dr_grpo_config import DrGRPOConfig
 from .model_card import DR_GRPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
+from .reliability import ReliabilityMixin
 
 
-class DrGRPOTrainer(VariantModelCardMixin, GRPOTrainer):
+class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     """
     Trainer for Dr.GRPO (https://huggingface.co/papers/2503.20783).
 
@@ -38,6 +39,7 @@ class DrGRPOTrainer(VariantModelCardMixin, GRPOTrainer):
                 "DrGRPOConfig sets both."
             )
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
+        self._setup_reliability_checks()
 
     def _variant_settings(self) -> dict[str, object]:
         return {

@@ -1,0 +1,144 @@
+"""DAPOConfig and DrGRPOConfig: the papers' defaults, and a clear ValueError for every setting outside them."""
+
+import re
+
+import pytest
+from trl import GRPOConfig
+
+from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
+
+from .helpers import toy_config, toy_trainer
+from .ref_setup import fresh_toy_task
+
+CPU = {"use_cpu": True, "bf16": False, "report_to": []}
+
+
+def build(config_class, tmp_path, **fields):
+    return config_class(str(tmp_path), **{**CPU, **fields})
+
+
+def rejects(config_class, tmp_path, message, **fields):
+    with pytest.raises(ValueError, match=message):
+        build(config_class, tmp_path, **fields)
+
+
+def test_dapo_config_defaults_are_the_paper_recipe(tmp_path):
+    config = build(DAPOConfig, tmp_path)
+    assert (config.epsilon, config.epsilon_high) == (0.2, 0.28)
+    assert config.loss_type == "dapo"
+    assert config.beta == 0.0
+    assert config.scale_rewards == "group"
+    assert config.mask_truncated_completions is False
+    assert (config.overlong_buffer_length, config.overlong_penalty_factor) == (None, 1.0)
+    assert config.dynamic_sampling is True
+    assert isinstance(config, GRPOConfig)
+
+
+def test_dr_grpo_config_defaults_remove_both_biases(tmp_path):
+    config = build(DrGRPOConfig, tmp_path)
+    assert config.loss_type == "dr_grpo"
+    assert config.scale_rewards == "none"
+    assert config.beta == 0.0
+    assert isinstance(config, GRPOConfig)
+
+
+def test_valid_non_default_settings_are_accepted(tmp_path):
+    config = build(DAPOConfig, tmp_path, max_completion_length=6, overlong_buffer_length=5, overlong_penalty_factor=0,
+                   epsilon=0.1, epsilon_high=0.1, beta=0.01, dynamic_sampling_max_rounds=1,
+                   dynamic_sampling_on_exhausted="raise", num_generations=2, per_device_train_batch_size=2)
+    assert (config.overlong_buffer_length, config.epsilon_high) == (5, 0.1)
+    # TRL accepts False for "none"; DrGRPOConfig does too and normalises it.
+    assert build(DrGRPOConfig, tmp_path, scale_rewards=False).scale_rewards == "none"
+
+
+BOTH = pytest.mark.parametrize("config_class", [DAPOConfig, DrGRPOConfig])
+
+
+@BOTH
+def test_epsilon_high_below_epsilon_is_rejected(config_class, tmp_path):
+    rejects(config_class, tmp_path, r"epsilon_high=0\.1 is not allowed; expected a value >= epsilon \(0\.2\)",
+            epsilon=0.2, epsilon_high=0.1)
+
+
+@BOTH
+def test_negative_epsilon_is_rejected(config_class, tmp_path):
+    rejects(config_class, tmp_path, r"^epsilon=-0\.1 is not allowed; expected >= 0", epsilon=-0.1, epsilon_high=0.2)
+
+
+@BOTH
+def test_negative_epsilon_high_is_rejected(config_class, tmp_path):
+    rejects(config_class, tmp_path, r"epsilon_high=-0\.2 is not allowed; expected >= 0", epsilon=0.0,
+            epsilon_high=-0.2)
+
+
+@BOTH
+def test_negative_beta_is_rejected(config_class, tmp_path):
+    rejects(config_class, tmp_path, r"beta=-0\.01 is not allowed; expected >= 0", beta=-0.01)
+
+
+@BOTH
+@pytest.mark.parametrize("num_generations", [1, 0])
+def test_fewer_than_two_generations_is_rejected(config_class, num_generations, tmp_path):
+    rejects(config_class, tmp_path, rf"num_generations={num_generations} is not allowed; expected an integer >= 2",
+            num_generations=num_generations)
+
+
+@pytest.mark.parametrize("buffer_length", [6, 7, 0, -1])
+def test_overlong_buffer_outside_the_completion_length_is_rejected(buffer_length, tmp_path):
+    message = (rf"overlong_buffer_length={buffer_length} is not allowed; expected an integer with "
+               r"0 < value < max_completion_length \(6\)")
+    rejects(DAPOConfig, tmp_path, message, max_completion_length=6, overlong_buffer_length=buffer_length)
+
+
+def test_negative_penalty_factor_is_rejected(tmp_path):
+    rejects(DAPOConfig, tmp_path, r"overlong_penalty_factor=-0\.5 is not allowed; expected >= 0",
+            overlong_penalty_factor=-0.5)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "bnpo"])
+def test_dapo_config_requires_the_dapo_loss(loss_type, tmp_path):
+    rejects(DAPOConfig, tmp_path, rf"loss_type='{loss_type}' is not allowed; expected \"dapo\"", loss_type=loss_type)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "bnpo"])
+def test_dr_grpo_config_requires_the_dr_grpo_loss(loss_type, tmp_path):
+    rejects(DrGRPOConfig, tmp_path, rf"loss_type='{loss_type}' is not allowed; expected \"dr_grpo\"",
+            loss_type=loss_type)
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", True])
+def test_dr_grpo_config_requires_unscaled_rewards(scale_rewards, tmp_path):
+    rejects(DrGRPOConfig, tmp_path, re.escape(f"scale_rewards={scale_rewards!r} is not allowed; expected \"none\""),
+            scale_rewards=scale_rewards)
+
+
+@pytest.mark.parametrize("max_rounds", [0, -1])
+def test_dynamic_sampling_needs_at_least_one_round(max_rounds, tmp_path):
+    message = rf"dynamic_sampling_max_rounds={max_rounds} is not allowed; expected an integer >= 1"
+    rejects(DAPOConfig, tmp_path, message, dynamic_sampling_max_rounds=max_rounds)
+
+
+def test_unknown_exhaustion_policy_is_rejected(tmp_path):
+    message = r"dynamic_sampling_on_exhausted='skip' is not allowed; expected \"fill\" or \"raise\""
+    rejects(DAPOConfig, tmp_path, message, dynamic_sampling_on_exhausted="skip")
+
+
+def test_negative_dynamic_sampling_tolerance_is_rejected(tmp_path):
+    rejects(DAPOConfig, tmp_path, r"dynamic_sampling_tolerance=-1e-06 is not allowed; expected >= 0",
+            dynamic_sampling_tolerance=-1e-6)
+
+
+@pytest.mark.parametrize(
+    ("trainer_class", "wrong_config_class", "message"),
+    [
+        (DAPOTrainer, GRPOConfig, "DAPOTrainer: args must be a DAPOConfig, got GRPOConfig"),
+        (DAPOTrainer, DrGRPOConfig, "DAPOTrainer: args must be a DAPOConfig, got DrGRPOConfig"),
+        (DrGRPOTrainer, GRPOConfig, "DrGRPOTrainer: args must be a DrGRPOConfig, got GRPOConfig"),
+        (DrGRPOTrainer, DAPOConfig, "DrGRPOTrainer: args must be a DrGRPOConfig, got DAPOConfig"),
+    ],
+)
+def test_a_trainer_refuses_another_config_class(trainer_class, wrong_config_class, message, tmp_path):
+    task = fresh_toy_task()
+    config = toy_config(wrong_config_class, tmp_path)
+    with pytest.raises(TypeError, match=message):
+        toy_trainer(trainer_class, config, task)

@@ -1,0 +1,120 @@
+"""Checks on the datasets at trainer construction, and the sampler that cycles a dataset smaller than a batch.
+
+Without them, TRL accepts a dataset without a `prompt` column, or a reward function whose column is missing, and
+fails at the first step with a bare `KeyError` or `TypeError`; and an empty dataset, or one with fewer prompts than
+one generation batch, trains for zero steps without an error (TRL's `RepeatSampler` drops incomplete batches).
+"""
+
+import inspect
+
+import torch
+from torch import nn
+from trl.trainer.utils import RepeatSampler
+
+PROMPT_COLUMN = "prompt"
+
+# Keyword arguments TRL itself passes to every reward function; any other named parameter is a dataset column.
+TRL_REWARD_KWARGS = frozenset(
+    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
+)
+
+
+def required_reward_columns(reward_func) -> list[str]:
+    """Dataset columns `reward_func` cannot run without: its named parameters with no default that TRL does not
+    pass itself. Parameters with a default, `*args` and `**kwargs` are optional by construction."""
+    try:
+        signature = inspect.signature(reward_func)
+    except (TypeError, ValueError):  # builtins and some C callables have no inspectable signature
+        return []
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in named and parameter.default is inspect.Parameter.empty and name not in TRL_REWARD_KWARGS
+    ]
+
+
+def dataset_problems(dataset, dataset_name: str, reward_funcs: list, reward_func_names: list[str]) -> list[str]:
+    """Problems that would stop training on `dataset` at its first batch, as messages naming what to change.
+
+    Column checks are skipped when the column names are unknown (an `IterableDataset` without features); the size
+    check needs a dataset with a length.
+    """
+    problems = []
+    columns = getattr(dataset, "column_names", None)
+    if hasattr(dataset, "__len__") and len(dataset) == 0:
+        problems.append(
+            f"{dataset_name} is empty (0 rows); it needs at least one prompt. Check the split you loaded and any "
+            "filter applied to it."
+        )
+    if columns is None:
+        return problems
+    if PROMPT_COLUMN not in columns:
+        problems.append(
+            f"{dataset_name} has no '{PROMPT_COLUMN}' column (its columns are {sorted(columns)}); the trainer "
+            f"generates completions for the prompts in that column. Rename your prompt column, e.g. "
+            f"dataset.rename_column('question', '{PROMPT_COLUMN}')."
+        )
+    for reward_func, name in zip(reward_funcs, reward_func_names, strict=True):
+        if isinstance(reward_func, nn.Module):
+            continue
+        missing = [column for column in required_reward_columns(reward_func) if column not in columns]
+        if missing:
+            problems.append(
+                f"Reward function '{name}' needs the column(s) {missing}, which {dataset_name} lacks (its columns "
+                f"are {sorted(columns)}). Add the column(s) to the dataset, or give the parameter(s) a default in "
+                "the reward function."
+            )
+    return problems
+
+
+class CyclingRepeatSampler(RepeatSampler):
+    """TRL's `RepeatSampler` layout for a dataset with fewer prompts than one generation batch.
+
+    Each generation batch holds every prompt at least once: a fresh permutation of the dataset is repeated until
+    the batch's `batch_size` prompts are filled, so prompts appear `batch_size // len(dataset)` or one more times,
+    each occurrence as its own group of `mini_repeat_count` completions. One such batch makes an epoch. The order
+    is seeded, so every process draws the same prompts, as TRL's sampler guarantees.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch = None
+
+    def set_epoch(self, epoch: int) -> None:
+        # The Trainer calls this at the start of every epoch. Here an epoch is a single batch, so a resumed run
+        # starts in a later epoch; seeding each epoch's order from the epoch number makes it draw the prompts an
+        # uninterrupted run would have drawn.
+        self.epoch = epoch
+
+    def _order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.num_samples))
+        generator = self.generator
+        if self.epoch is not None and self.seed is not None:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.num_samples, generator=generator).tolist()
+
+    def __iter__(self):
+        order = self._order()
+        batch = [order[position % self.num_samples] for position in range(self.batch_size)]
+        for _ in range(self.repeat_count):
+            for index in batch:
+                yield from [index] * self.mini_repeat_count
+
+    def __len__(self) -> int:
+        return self.batch_size * self.mini_repeat_count * self.repeat_count
+
+
+def cycling_sampler_if_small(sampler):
+    """`sampler` itself, or a `CyclingRepeatSampler` with its settings when its dataset is smaller than one batch."""
+    if not isinstance(sampler, RepeatSampler) or not 0 < sampler.num_samples < sampler.batch_size:
+        return sampler
+    return CyclingRepeatSampler(
+        data_source=sampler.data_source,
+        mini_repeat_count=sampler.mini_repeat_count,
+        batch_size=sampler.batch_size,
+        repeat_count=sampler.repeat_count,
+        shuffle=sampler.shuffle,
+        seed=sampler.seed,
+    )

@@ -1,0 +1,171 @@
+"""`ReliabilityMixin`: clear errors for bad rewards and bad data, small datasets cycled, and resumes that never pick
+a half-written checkpoint.
+
+- Rewards: every reward-function call is checked (`reward_guard`); a failure on any process stops every process
+  at the same point, after TRL's gather of the rewards, so no process is left waiting in a collective.
+- Data: the datasets are checked at construction (`data_checks`); a dataset with fewer prompts than one
+  generation batch is cycled instead of silently training for zero steps.
+- Checkpoints: transformers writes a checkpoint in place and picks the highest-numbered `checkpoint-*` folder on
+  `resume_from_checkpoint=True` whatever it holds. A run killed while saving leaves a folder without
+  `trainer_state.json` (written last), and resuming from it crashes, every time, until the folder is removed by
+  hand. `train` here resumes from the latest *complete* checkpoint instead, and refuses an explicit path to an
+  incomplete one with an error that names the complete alternative.
+"""
+
+import json
+import os
+import re
+
+import torch
+from accelerate.utils import gather
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import logging
+
+from .data_checks import cycling_sampler_if_small, dataset_problems
+from .reward_guard import RewardFailure, failure_error, guard_reward_funcs
+from .sampling_rounds import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
+
+logger = logging.get_logger(__name__)
+
+# transformers' JIT checkpoint (`enable_jit_checkpoint=True`, on SIGTERM) creates this file first and deletes it
+# once the checkpoint is written.
+JIT_INCOMPLETE_MARKER = "checkpoint-is-incomplete.txt"
+_CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+
+
+def checkpoint_problems(checkpoint_dir: str) -> list[str]:
+    """Why `checkpoint_dir` was not completely written, or `[]` when it was.
+
+    transformers saves the model, the optimizer, the scheduler and the RNG states, then `trainer_state.json`;
+    `DAPOTrainer` adds the dynamic-sampling state after that. A checkpoint is complete when `trainer_state.json`
+    parses, transformers' JIT-checkpoint marker is gone, and, for a run that logged dynamic-sampling metrics, the
+    dynamic-sampling state is there.
+    """
+    state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
+    if not os.path.isfile(state_path):
+        return [f"{TRAINER_STATE_NAME} is missing"]
+    try:
+        with open(state_path) as state_file:
+            state = json.load(state_file)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return [f"{TRAINER_STATE_NAME} is not valid JSON ({error})"]
+    problems = []
+    if os.path.exists(os.path.join(checkpoint_dir, JIT_INCOMPLETE_MARKER)):
+        problems.append(f"it still holds transformers' {JIT_INCOMPLETE_MARKER} marker")
+    logged_dynamic_sampling = any(
+        key.startswith("dynamic_sampling/") for entry in state.get("log_history", []) for key in entry
+    )
+    if logged_dynamic_sampling and not os.path.isfile(os.path.join(checkpoint_dir, DYNAMIC_SAMPLING_STATE_FILE)):
+        problems.append(f"{DYNAMIC_SAMPLING_STATE_FILE} is missing although the run used dynamic sampling")
+    return problems
+
+
+def checkpoints_newest_first(output_dir: str) -> list[str]:
+    """The `checkpoint-<step>` folders in `output_dir`, highest step first."""
+    if not os.path.isdir(output_dir):
+        return []
+    steps = {}
+    for name in os.listdir(output_dir):
+        match = _CHECKPOINT_NAME.match(name)
+        if match and os.path.isdir(os.path.join(output_dir, name)):
+            steps[os.path.join(output_dir, name)] = int(match.group(1))
+    return sorted(steps, key=steps.get, reverse=True)
+
+
+def last_complete_checkpoint(output_dir: str) -> str | None:
+    """The highest-step complete checkpoint in `output_dir` (see `checkpoint_problems`), or `None`.
+
+    Use it in place of transformers' `get_last_checkpoint`, which returns the highest-step folder even when a
+    killed run left it half-written.
+    """
+    for checkpoint_dir in checkpoints_newest_first(output_dir):
+        if not checkpoint_problems(checkpoint_dir):
+            return checkpoint_dir
+    return None
+
+
+class ReliabilityMixin:
+    """Adds the reward guard, the dataset checks, small-dataset cycling and complete-checkpoint resumes to a
+    `GRPOTrainer` subclass. `_setup_reliability_checks` must run at the end of `__init__`."""
+
+    def _setup_reliability_checks(self) -> None:
+        # With a rollout function, reward functions may read fields the rollout adds, which no dataset shows.
+        reward_funcs = self.reward_funcs if self.rollout_func is None else []
+        datasets = {"train_dataset": self.train_dataset}
+        if isinstance(self.eval_dataset, dict):
+            datasets.update({f"eval_dataset[{name!r}]": dataset for name, dataset in self.eval_dataset.items()})
+        else:
+            datasets["eval_dataset"] = self.eval_dataset
+        problems = []
+        for dataset_name, dataset in datasets.items():
+            if dataset is not None:
+                problems += dataset_problems(dataset, dataset_name, reward_funcs, self.reward_func_names)
+        if problems:
+            raise ValueError(problems[0] if len(problems) == 1 else "\n- ".join(["The datasets cannot be trained on:", *problems]))
+        self._warn_if_cycled()
+
+    def _warn_if_cycled(self) -> None:
+        prompts_per_batch = self.args.generation_batch_size // self.num_generations
+        if hasattr(self.train_dataset, "__len__") and len(self.train_dataset) < prompts_per_batch:
+            logger.warning(
+                f"train_dataset has {len(self.train_dataset)} prompts, fewer than the {prompts_per_batch} of one "
+                "generation batch; it is cycled, so every batch repeats prompts and an epoch is one batch."
+            )
+
+    def _get_train_sampler(self, dataset=None):
+        return cycling_sampler_if_small(super()._get_train_sampler(dataset))
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        failures: list[RewardFailure] = []
+        reward_funcs = self.reward_funcs
+        # The guards live only for this call, so `self.reward_funcs` keeps the user's objects everywhere else.
+        self.reward_funcs = guard_reward_funcs(reward_funcs, self.reward_func_names, failures)
+        try:
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        finally:
+            self.reward_funcs = reward_funcs
+        self._stop_all_processes_on_reward_failure(failures)
+        return rewards_per_func
+
+    def _stop_all_processes_on_reward_failure(self, failures: list[RewardFailure]) -> None:
+        # Every process reaches this exchange once per reward computation, whether its rewards failed or not.
+        flag = torch.tensor([1.0 if failures else 0.0], device=self.accelerator.device)
+        failed_ranks = torch.nonzero(gather(flag)).flatten().tolist()
+        if failed_ranks:
+            raise failure_error(failures, failed_ranks, self.accelerator.process_index)
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint:
+            resume_from_checkpoint = self._complete_checkpoint(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _complete_checkpoint(self, requested) -> str:
+        if isinstance(requested, bool):
+            output_dir = self.args.output_dir
+            for checkpoint_dir in checkpoints_newest_first(output_dir):
+                problems = checkpoint_problems(checkpoint_dir)
+                if not problems:
+                    return checkpoint_dir
+                logger.warning(
+                    f"Skipping the incomplete checkpoint {checkpoint_dir} ({'; '.join(problems)}): it was probably "
+                    "interrupted while being written."
+                )
+            raise ValueError(
+                f"resume_from_checkpoint=True found no complete checkpoint in output_dir={output_dir!r}. Start "
+                "without resume_from_checkpoint, or point output_dir at the folder holding the run's checkpoints."
+            )
+        requested = os.fspath(requested)
+        if not os.path.isdir(requested):
+            return requested  # transformers reports a missing folder itself
+        problems = checkpoint_problems(requested)
+        if problems:
+            alternative = last_complete_checkpoint(os.path.dirname(os.path.abspath(requested)))
+            hint = f"The latest complete checkpoint next to it is {alternative!r}; resume from that one." if alternative else (
+                "No complete checkpoint is next to it; start the run without resume_from_checkpoint."
+            )
+            raise ValueError(
+                f"resume_from_checkpoint={requested!r} is incomplete ({'; '.join(problems)}): the run was probably "
+                f"stopped while saving it, and resuming would restart from a partial state. {hint}"
+            )
+        return requested
