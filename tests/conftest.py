@@ -5,8 +5,12 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from trl_variants.toy import make_toy_task  # noqa: E402
+
+# The toy model is tiny: a second intra-op thread only adds contention, most of all beside subprocess tests.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,8 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups; see
       `trl_variants.sampling_rounds`.
     - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state.
+    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
+      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
     - The model card is tagged `trl-variants` and `dapo`, cites the paper and lists the settings.
 
     It accepts exactly the arguments of `GRPOTrainer`.
@@ -106,9 +108,14 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
         return settings
 
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        # Written before transformers' own files, so that its `trainer_state.json` stays the last file of a complete
+        # checkpoint and old checkpoints are rotated away only once this one is whole.
+        checkpoint_name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), checkpoint_name)
+        if self.args.should_save:
+            os.makedirs(checkpoint_dir, exist_ok=True)
         self._save_dynamic_sampling_state(checkpoint_dir)
+        super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)

@@ -1,8 +1,9 @@
-"""Checks on the datasets at trainer construction, and the sampler that cycles a dataset smaller than a batch.
+"""Checks on the datasets at trainer construction, and the train samplers that replace TRL's.
 
-Without them, TRL accepts a dataset without a `prompt` column, or a reward function whose column is missing, and
-fails at the first step with a bare `KeyError` or `TypeError`; and an empty dataset, or one with fewer prompts than
-one generation batch, trains for zero steps without an error (TRL's `RepeatSampler` drops incomplete batches).
+Without the checks, TRL accepts a dataset without a `prompt` column, or a reward function whose column is missing,
+and fails at the first step with a bare `KeyError` or `TypeError`; and an empty dataset, or one with fewer prompts
+than one generation batch, trains for zero steps without an error (TRL's `RepeatSampler` drops incomplete batches).
+The samplers cycle such a small dataset, and let a resumed run draw the prompts an uninterrupted run would.
 """
 
 import inspect
@@ -68,7 +69,34 @@ def dataset_problems(dataset, dataset_name: str, reward_funcs: list, reward_func
     return problems
 
 
-class CyclingRepeatSampler(RepeatSampler):
+class ResumableRepeatSampler(RepeatSampler):
+    """TRL's `RepeatSampler`, with a `set_epoch` that makes a resumed run draw the prompts an uninterrupted one would.
+
+    TRL's sampler draws one permutation per epoch from a generator seeded once. A resumed run builds a new sampler,
+    so from its second epoch on it would replay the first epoch's order. The Trainer calls `set_epoch` before each
+    epoch; it rewinds the generator to the seed and draws the permutations of the earlier epochs again, which gives
+    TRL's own order exactly. In an uninterrupted run the generator is already there and nothing is redrawn.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.permutations_drawn = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        if not self.shuffle or self.seed is None or self.permutations_drawn == epoch:
+            return
+        self.generator.manual_seed(self.seed)
+        for _ in range(epoch):
+            torch.randperm(self.num_samples, generator=self.generator)
+        self.permutations_drawn = epoch
+
+    def __iter__(self):
+        # TRL's `__iter__` draws exactly one permutation, when iteration starts.
+        self.permutations_drawn += 1
+        yield from super().__iter__()
+
+
+class CyclingRepeatSampler(ResumableRepeatSampler):
     """TRL's `RepeatSampler` layout for a dataset with fewer prompts than one generation batch.
 
     Each generation batch holds every prompt at least once: a fresh permutation of the dataset is repeated until
@@ -77,26 +105,12 @@ class CyclingRepeatSampler(RepeatSampler):
     is seeded, so every process draws the same prompts, as TRL's sampler guarantees.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.epoch = None
-
-    def set_epoch(self, epoch: int) -> None:
-        # The Trainer calls this at the start of every epoch. Here an epoch is a single batch, so a resumed run
-        # starts in a later epoch; seeding each epoch's order from the epoch number makes it draw the prompts an
-        # uninterrupted run would have drawn.
-        self.epoch = epoch
-
-    def _order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.num_samples))
-        generator = self.generator
-        if self.epoch is not None and self.seed is not None:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.num_samples, generator=generator).tolist()
-
     def __iter__(self):
-        order = self._order()
+        self.permutations_drawn += 1
+        if self.shuffle:
+            order = torch.randperm(self.num_samples, generator=self.generator).tolist()
+        else:
+            order = list(range(self.num_samples))
         batch = [order[position % self.num_samples] for position in range(self.batch_size)]
         for _ in range(self.repeat_count):
             for index in batch:
@@ -106,11 +120,13 @@ class CyclingRepeatSampler(RepeatSampler):
         return self.batch_size * self.mini_repeat_count * self.repeat_count
 
 
-def cycling_sampler_if_small(sampler):
-    """`sampler` itself, or a `CyclingRepeatSampler` with its settings when its dataset is smaller than one batch."""
-    if not isinstance(sampler, RepeatSampler) or not 0 < sampler.num_samples < sampler.batch_size:
+def resumable_sampler(sampler):
+    """TRL's train sampler as a `ResumableRepeatSampler`, or a `CyclingRepeatSampler` when its dataset is smaller
+    than one batch; any other sampler is returned as it is."""
+    if type(sampler) is not RepeatSampler:
         return sampler
-    return CyclingRepeatSampler(
+    sampler_class = CyclingRepeatSampler if sampler.num_samples < sampler.batch_size else ResumableRepeatSampler
+    return sampler_class(
         data_source=sampler.data_source,
         mini_repeat_count=sampler.mini_repeat_count,
         batch_size=sampler.batch_size,

@@ -12,7 +12,7 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     """
     Trainer for Dr.GRPO (https://huggingface.co/papers/2503.20783).
 
-    Relative to [`~trl.GRPOTrainer`] nothing is overridden in the training loop: the algorithm lives entirely in
+    Relative to [`~trl.GRPOTrainer`] the loss and advantages are untouched: the algorithm lives entirely in
     [`DrGRPOConfig`], which fixes `loss_type="dr_grpo"` (token sum over the constant
     `max_completion_length`, removing the length bias) and `scale_rewards="none"` (advantage = reward - group
     mean, removing the std-division difficulty bias). What this class adds:
@@ -20,6 +20,8 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     - `args` must be a `DrGRPOConfig` (a plain `GRPOConfig` could silently keep either bias); `args=None` builds
       one named after the model.
     - The model card is tagged `trl-variants` and `dr-grpo`, cites the paper and lists the settings.
+    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
+      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
 
     It accepts exactly the arguments of `GRPOTrainer`.
     """

@@ -22,7 +22,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
-from .data_checks import cycling_sampler_if_small, dataset_problems
+from .data_checks import dataset_problems, resumable_sampler
 from .reward_guard import RewardFailure, failure_error, guard_reward_funcs
 from .sampling_rounds import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
 
@@ -87,11 +87,11 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
 
 class ReliabilityMixin:
     """Adds the reward guard, the dataset checks, small-dataset cycling and complete-checkpoint resumes to a
-    `GRPOTrainer` subclass. `_setup_reliability_checks` must run at the end of `__init__`."""
+    `GRPOTrainer` subclass. `_setup_reliability_checks` must run right after `GRPOTrainer.__init__`."""
 
     def _setup_reliability_checks(self) -> None:
         # With a rollout function, reward functions may read fields the rollout adds, which no dataset shows.
-        reward_funcs = self.reward_funcs if self.rollout_func is None else []
+        reward_funcs, names = (self.reward_funcs, self.reward_func_names) if self.rollout_func is None else ([], [])
         datasets = {"train_dataset": self.train_dataset}
         if isinstance(self.eval_dataset, dict):
             datasets.update({f"eval_dataset[{name!r}]": dataset for name, dataset in self.eval_dataset.items()})
@@ -100,9 +100,12 @@ class ReliabilityMixin:
         problems = []
         for dataset_name, dataset in datasets.items():
             if dataset is not None:
-                problems += dataset_problems(dataset, dataset_name, reward_funcs, self.reward_func_names)
+                problems += dataset_problems(dataset, dataset_name, reward_funcs, names)
+        if len(problems) == 1:
+            raise ValueError(problems[0])
         if problems:
-            raise ValueError(problems[0] if len(problems) == 1 else "\n- ".join(["The datasets cannot be trained on:", *problems]))
+            listed = "".join(f"\n- {problem}" for problem in problems)
+            raise ValueError(f"The datasets cannot be trained on:{listed}")
         self._warn_if_cycled()
 
     def _warn_if_cycled(self) -> None:
@@ -114,7 +117,7 @@ class ReliabilityMixin:
             )
 
     def _get_train_sampler(self, dataset=None):
-        return cycling_sampler_if_small(super()._get_train_sampler(dataset))
+        return resumable_sampler(super()._get_train_sampler(dataset))
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         failures: list[RewardFailure] = []
@@ -161,9 +164,10 @@ class ReliabilityMixin:
         problems = checkpoint_problems(requested)
         if problems:
             alternative = last_complete_checkpoint(os.path.dirname(os.path.abspath(requested)))
-            hint = f"The latest complete checkpoint next to it is {alternative!r}; resume from that one." if alternative else (
-                "No complete checkpoint is next to it; start the run without resume_from_checkpoint."
-            )
+            if alternative:
+                hint = f"The latest complete checkpoint next to it is {alternative!r}; resume from that one."
+            else:
+                hint = "No complete checkpoint is next to it; start the run without resume_from_checkpoint."
             raise ValueError(
                 f"resume_from_checkpoint={requested!r} is incomplete ({'; '.join(problems)}): the run was probably "
                 f"stopped while saving it, and resuming would restart from a partial state. {hint}"

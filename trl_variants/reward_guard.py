@@ -72,9 +72,11 @@ def find_reward_problem(name: str, rewards: list | None, output, prompts: list) 
     expected = len(prompts)
     allowed = f"a list of {expected} finite numbers (one per completion, None to skip a completion)"
     if rewards is None:
-        return f"Reward function '{name}' returned {_preview(output)} of type {type(output).__name__}; expected {allowed}."
+        returned = f"{_preview(output)} of type {type(output).__name__}"
+        return f"Reward function '{name}' returned {returned}; expected {allowed}."
     if len(rewards) != expected:
-        return f"Reward function '{name}' returned {len(rewards)} rewards for {expected} completions; expected {allowed}."
+        returned = f"{len(rewards)} rewards for {expected} completions"
+        return f"Reward function '{name}' returned {returned}; expected {allowed}."
     for index, value in enumerate(rewards):
         if value is None:
             continue
@@ -144,8 +146,7 @@ class AsyncGuardedRewardFunction(GuardedRewardFunction):
 def guard_reward_funcs(reward_funcs: list, names: list[str], failures: list[RewardFailure]) -> list:
     """Wraps every plain callable in `reward_funcs` in a guard that records problems into `failures`.
 
-    Reward models (`nn.Module`) are left as they are: TRL computes their output itself, always one finite logit per
-    completion.
+    Reward models (`nn.Module`) are left as they are: TRL runs them itself and takes one logit per completion.
     """
     guarded = []
     for reward_func, name in zip(reward_funcs, names, strict=True):
