@@ -176,6 +176,19 @@ def test_dapo_trainer_refuses_a_second_punishment(tmp_path):
         overlong_trainer(tmp_path, reward_funcs=duplicated, overlong_buffer_length=2)
 
 
+def test_trl_own_punishment_is_recognised_too(tmp_path):
+    from trl.rewards import get_soft_overlong_punishment
+
+    task = fresh_toy_task()
+    trl_punishment = get_soft_overlong_punishment(max_completion_len=6, soft_punish_cache=2)
+    with pytest.raises(ValueError, match="already contains a soft overlong punishment"):
+        overlong_trainer(tmp_path, reward_funcs=[*task.reward_funcs, trl_punishment], overlong_buffer_length=2)
+    # Listed first, TRL's punishment must not be taken for the accuracy reward that dynamic sampling filters on.
+    config = toy_config(DAPOConfig, tmp_path, dynamic_sampling=True)
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[trl_punishment, *task.reward_funcs])
+    assert trainer._sampling_metric_index == 1
+
+
 def test_a_user_supplied_punishment_alone_is_kept(tmp_path):
     task = fresh_toy_task()
     trainer = overlong_trainer(tmp_path, reward_funcs=[*task.reward_funcs, soft_overlong_punishment(6, 2)])

@@ -49,8 +49,8 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_max_rounds (`int`, defaults to `4`): most generation rounds per generation batch, the
             first included. Range: >= 1.
         dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
-            the batch is not full: `"fill"` completes it with degenerate groups (zero advantage, so they move
-            nothing) and logs it; `"raise"` stops training with an error stating the pass rate.
+            the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
+            metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
@@ -107,7 +107,7 @@ class DAPOConfig(GRPOConfig):
         default="fill",
         metadata={
             "help": 'When the rounds run out before the batch is full: "fill" completes it with degenerate groups '
-            '(zero advantage) and logs it; "raise" stops with an error.'
+            '(no signal on the sampling metric) and logs it; "raise" stops with an error.'
         },
     )
 

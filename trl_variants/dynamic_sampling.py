@@ -104,7 +104,7 @@ def select_groups(informative: list[bool], batch_groups: int, fill: bool) -> Gro
     """The first `batch_groups` informative groups in generation order; surplus ones are dropped.
 
     When there are too few and `fill` is set, the batch is completed with the earliest degenerate groups, which
-    have zero advantage and so change nothing but keep the batch's shape.
+    carry no signal on the sampling metric but keep the batch's shape.
     """
     kept = [i for i, flag in enumerate(informative) if flag][:batch_groups]
     filled: list[int] = []

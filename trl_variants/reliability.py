@@ -37,8 +37,8 @@ _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     """Why `checkpoint_dir` was not completely written, or `[]` when it was.
 
-    transformers saves the model, the optimizer, the scheduler and the RNG states, then `trainer_state.json`;
-    `DAPOTrainer` adds the dynamic-sampling state after that. A checkpoint is complete when `trainer_state.json`
+    `DAPOTrainer` writes the dynamic-sampling state first; transformers then saves the model, the optimizer, the
+    scheduler and the RNG states, and `trainer_state.json` last. A checkpoint is complete when `trainer_state.json`
     parses, transformers' JIT-checkpoint marker is gone, and, for a run that logged dynamic-sampling metrics, the
     dynamic-sampling state is there.
     """

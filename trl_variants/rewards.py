@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from trl.rewards import get_soft_overlong_punishment
+from trl.rewards.other_rewards import _SoftOverlongPunishment as _TRLSoftOverlongPunishment
 
 SOFT_OVERLONG_PUNISHMENT_NAME = "soft_overlong_punishment"
 
@@ -116,4 +117,6 @@ def soft_overlong_punishment(
 
 
 def is_soft_overlong_punishment(reward_func) -> bool:
-    return isinstance(reward_func, SoftOverlongPunishment)
+    """True for this package's punishment and for TRL's own, so neither is mistaken for the accuracy reward or
+    added twice."""
+    return isinstance(reward_func, (SoftOverlongPunishment, _TRLSoftOverlongPunishment))

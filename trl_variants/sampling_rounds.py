@@ -164,7 +164,7 @@ class DynamicSamplingMixin:
         if selection.filled:
             logger.warning(
                 f"Dynamic sampling: only {found} of {batch_groups} groups were informative after {rounds} rounds; "
-                f"filled the batch with {len(selection.filled)} degenerate groups (zero advantage)."
+                f"filled the batch with {len(selection.filled)} degenerate groups (no signal on the sampling metric)."
             )
         all_correct, all_wrong = degenerate_outcomes(torch.cat(group_scores), informative)
         self._pass_rate.update(found, seen)

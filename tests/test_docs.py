@@ -1,0 +1,255 @@
+"""Keeps the documentation true to the code: runnable examples run, links resolve, the README's test command is CI's.
+
+Convention (stated in docs/index.md): a fenced block whose info string is `python runnable` is executed by this
+file, each block in a fresh namespace with the working directory set to a temporary folder. Other `python` blocks
+are illustrations (they need a GPU, a network or a cluster) and are only checked to parse.
+
+It also checks that docs/troubleshooting.md quotes every error message in `trl_variants` and that
+docs/config_reference.md has a row for every field the configs add, change or re-declare.
+"""
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOC_FILES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+RUNNABLE_INFO = "python runnable"
+
+FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+# Inline links and images: [text](target) / ![alt](target); the target stops at whitespace or ')'.
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?(?P<target>[^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^(#{1,6})\s+(?P<title>.+?)\s*#*\s*$")
+
+
+def fenced_blocks(path: Path) -> list[tuple[str, str, int]]:
+    """(info string, code, first line number) of every fenced code block in a Markdown file."""
+    blocks, lines = [], path.read_text(encoding="utf-8").splitlines()
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence, info, start = opening["fence"], opening["info"].strip(), index + 1
+        index += 1
+        body = []
+        while index < len(lines) and not lines[index].strip().startswith(fence):
+            body.append(lines[index])
+            index += 1
+        blocks.append((info, "\n".join(body) + "\n", start + 1))
+        index += 1
+    return blocks
+
+
+def prose(path: Path, keep_inline_code: bool = False) -> str:
+    """The file's text without its fenced code blocks and (unless kept) inline code spans: links there are text."""
+    lines, kept, fence = path.read_text(encoding="utf-8").splitlines(), [], None
+    for line in lines:
+        opening = FENCE.match(line)
+        if fence is None and opening:
+            fence = opening["fence"]
+        elif fence is not None and line.strip().startswith(fence):
+            fence = None
+        elif fence is None:
+            kept.append(line if keep_inline_code else re.sub(r"`[^`]*`", "", line))
+    return "\n".join(kept)
+
+
+def github_anchor(title: str) -> str:
+    """The anchor GitHub gives a heading: link text kept, formatting and punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title).replace("`", "").lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    found, seen = set(), {}
+    for line in prose(path, keep_inline_code=True).splitlines():
+        heading = HEADING.match(line)
+        if heading:
+            anchor = github_anchor(heading["title"])
+            count = seen.get(anchor, 0)
+            seen[anchor] = count + 1
+            found.add(anchor if count == 0 else f"{anchor}-{count}")
+    return found
+
+
+RUNNABLE = [
+    pytest.param(path, code, id=f"{path.relative_to(REPO)}:{line}")
+    for path in DOC_FILES
+    for info, code, line in fenced_blocks(path)
+    if info == RUNNABLE_INFO
+]
+
+
+def test_docs_have_runnable_examples():
+    # Guards against the convention silently matching nothing (a renamed info string would skip every block).
+    assert len(RUNNABLE) >= 6, [param.id for param in RUNNABLE]
+    assert any(path.name == "README.md" for path, _ in (param.values for param in RUNNABLE))
+
+
+@pytest.mark.parametrize("path, code", RUNNABLE)
+def test_runnable_block(path, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__docs__"}
+    # Running the reader's code as written is the point of this test; it is the repository's own documentation.
+    exec(compile(code, f"{path.name} (runnable block)", "exec"), namespace)  # noqa: S102
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda path: str(path.relative_to(REPO)))
+def test_python_blocks_parse(path):
+    for info, code, line in fenced_blocks(path):
+        if info.split(" ")[0] == "python":
+            try:
+                ast.parse(code)
+            except SyntaxError as error:
+                pytest.fail(f"{path.name}:{line}: python block does not parse: {error}")
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda path: str(path.relative_to(REPO)))
+def test_relative_links_resolve(path):
+    broken = []
+    for match in LINK.finditer(prose(path)):
+        target = match["target"]
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{target} (no file {linked})")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target} (no heading with anchor #{anchor} in {linked.name})")
+    assert not broken, f"{path.name} has broken links: {broken}"
+
+
+def literal_fragments(node) -> list[str]:
+    """The literal text of a string expression: a constant, the constant parts of an f-string, or a `+` of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [part.value for part in node.values if isinstance(part, ast.Constant)]
+    if isinstance(node, ast.BinOp):
+        return literal_fragments(node.left) + literal_fragments(node.right)
+    return []
+
+
+def normalised(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def message_expressions(tree: ast.AST):
+    """(line, expression) of every user-facing error message in a module: the first argument of `raise X(...)`,
+    the `allowed` text of a `require(...)` check, an entry of a `problems` list, and the text returned by a
+    function whose name says it builds a problem or error message."""
+    enclosing = {}
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef):
+            for node in ast.walk(function):
+                enclosing.setdefault(node, function)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            yield node.lineno, node.exc.args[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require":
+            yield node.lineno, node.args[3]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "problems"
+        ):
+            yield node.lineno, node.args[0]
+        elif isinstance(node, ast.Return) and node.value is not None and node in enclosing:
+            name = enclosing[node].name
+            if any(word in name for word in ("problem", "error", "message")):
+                yield node.lineno, node.value
+
+
+def package_error_messages() -> list[tuple[str, str]]:
+    """(location, longest literal fragment) of every error message in `trl_variants`."""
+    messages = []
+    for path in sorted((REPO / "trl_variants").rglob("*.py")):
+        for line, expression in message_expressions(ast.parse(path.read_text(encoding="utf-8"))):
+            fragments = [normalised(fragment) for fragment in literal_fragments(expression)]
+            fragments = [fragment for fragment in fragments if len(fragment) >= 8]
+            if fragments:
+                messages.append((f"{path.relative_to(REPO)}:{line}", max(fragments, key=len)))
+    return messages
+
+
+def test_troubleshooting_quotes_every_error_message():
+    page = normalised((REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8"))
+    messages = package_error_messages()
+    assert len(messages) >= 30, messages  # the scan itself must keep finding the package's messages
+    missing = [f"{where}: {fragment!r}" for where, fragment in messages if fragment not in page]
+    assert not missing, "docs/troubleshooting.md does not quote these error messages:\n" + "\n".join(missing)
+
+
+def test_troubleshooting_names_every_validated_field():
+    page = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    fields = set()
+    for path in (REPO / "trl_variants").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require":
+                field_name = node.args[1]
+                if isinstance(field_name, ast.Constant):
+                    fields.add(field_name.value)
+    assert len(fields) >= 10, fields
+    assert not [name for name in fields if f"`{name}`" not in page]
+
+
+def fields_added_or_changed(config_class) -> list[str]:
+    """Fields `config_class` adds to `GRPOConfig`, gives another default, or declares again to document or check."""
+    from trl import GRPOConfig
+
+    base = {field.name: field for field in dataclasses.fields(GRPOConfig)}
+    changed = [
+        field.name
+        for field in dataclasses.fields(config_class)
+        if field.name not in base or field.default != base[field.name].default
+    ]
+    redeclared = list(vars(config_class).get("__annotations__", {}))
+    return sorted(set(changed) | set(redeclared))
+
+
+@pytest.mark.parametrize("config_name", ["DAPOConfig", "DrGRPOConfig"])
+def test_config_reference_lists_every_added_or_changed_field(config_name):
+    import trl_variants
+
+    page = (REPO / "docs" / "config_reference.md").read_text(encoding="utf-8")
+    section = page.split(f"\n## {config_name}\n", 1)[1].split("\n## ", 1)[0]
+    fields = fields_added_or_changed(getattr(trl_variants, config_name))
+    assert fields, config_name
+    missing = [name for name in fields if f"| `{name}` |" not in section]
+    assert not missing, f"docs/config_reference.md's {config_name} section has no table row for {missing}"
+
+
+def readme_setup_commands() -> list[str]:
+    """The shell commands of the README's "Set-up" section."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Set-up\n", 1)[1].split("\n## ", 1)[0]
+    section_start = readme[: readme.index("\n## Set-up\n")].count("\n") + 1
+    section_end = section_start + section.count("\n") + 1
+    return [
+        code.strip()
+        for info, code, line in fenced_blocks(REPO / "README.md")
+        if info == "bash" and section_start <= line <= section_end
+    ]
+
+
+def test_readme_has_exactly_two_setup_commands():
+    commands = readme_setup_commands()
+    assert len(commands) == 2, commands
+    assert all(command.startswith("pip install torch==") for command in commands), commands
+
+
+def test_readme_test_command_is_the_ci_command():
+    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    ci_commands = [line for line in ci_lines if line.startswith("pip install")]
+    assert len(ci_commands) == 1, ci_commands
+    assert "pytest" in ci_commands[0]
+    assert readme_setup_commands()[1] == ci_commands[0]
