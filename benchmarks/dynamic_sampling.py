@@ -35,6 +35,7 @@ import transformers  # noqa: E402
 import trl  # noqa: E402
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback  # noqa: E402
 
+from common import cpu_model  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
@@ -239,17 +240,6 @@ def results_table(totals: dict[bool, RunTotals]) -> str:
         *(f"| {name} | {with_ds} | {without_ds} | {value} |" for name, with_ds, without_ds, value in rows),
     ]
     return "\n".join(lines)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def report(table: str, command: str, args: argparse.Namespace) -> str:

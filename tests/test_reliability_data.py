@@ -1,7 +1,5 @@
 """Bad datasets fail at construction with a clear error; a dataset smaller than one batch is cycled."""
 
-import copy
-import dataclasses
 import functools
 from collections import Counter
 
@@ -17,14 +15,9 @@ from .helpers import toy_config, toy_trainer
 TRAINERS = [(DAPOTrainer, DAPOConfig), (DrGRPOTrainer, DrGRPOConfig)]
 
 
-@pytest.fixture(scope="module")
-def base_task():
-    return make_toy_task(seed=0)
-
-
 @pytest.fixture
-def task(base_task):
-    return dataclasses.replace(base_task, model=copy.deepcopy(base_task.model))
+def task(toy_task):
+    return toy_task
 
 
 def build(trainer_class, config_class, task, tmp_path, **kwargs):

@@ -1,26 +1,18 @@
 """Batches that carry no learning signal give loss 0 and leave parameters and optimizer state finite and unchanged."""
 
-import copy
-import dataclasses
 import math
 
 import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
-from trl_variants.toy import make_toy_task
 
 from .helpers import toy_config, toy_trainer
 
 
-@pytest.fixture(scope="module")
-def base_task():
-    return make_toy_task(seed=0)
-
-
 @pytest.fixture
-def task(base_task):
-    return dataclasses.replace(base_task, model=copy.deepcopy(base_task.model))
+def task(toy_task):
+    return toy_task
 
 
 def constant_reward(completions, **kwargs):

@@ -1,7 +1,5 @@
 """Reward functions are checked on every call: bad output or an exception stops training with a clear error."""
 
-import copy
-import dataclasses
 import functools
 import math
 
@@ -20,21 +18,16 @@ from trl_variants.reward_guard import (
     shorten_prompt,
 )
 from trl_variants.rewards import SoftOverlongPunishment, is_soft_overlong_punishment
-from trl_variants.toy import make_toy_task, toy_accuracy_reward
+from trl_variants.toy import toy_accuracy_reward
 
 from .helpers import toy_config, toy_trainer
 
 PROMPTS = ["1+2=", "3+4=", "5+5=", "9+0="]
 
 
-@pytest.fixture(scope="module")
-def base_task():
-    return make_toy_task(seed=0)
-
-
 @pytest.fixture
-def task(base_task):
-    return dataclasses.replace(base_task, model=copy.deepcopy(base_task.model))
+def task(toy_task):
+    return toy_task
 
 
 def problem(output):
