@@ -9,7 +9,7 @@ import torch
 import transformers.training_args
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
 
