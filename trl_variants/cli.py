@@ -29,6 +29,7 @@ commands:
 with any `accelerate launch` flag for multi-GPU and multi-node runs."""
 
 USAGE_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     except CliUsageError as error:
         print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
         return USAGE_ERROR_EXIT_CODE
+    except KeyboardInterrupt:
+        # The demo has already removed its staging folder; a training run keeps its checkpoints.
+        print("trl-variants: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
 
 
 def run_variant_command(variant: Variant, options: list[str]) -> int:

@@ -6,6 +6,7 @@ and PEFT flags behave as in TRL. What is left over must be an `accelerate launch
 anything else is reported as a mistake instead of being silently dropped.
 """
 
+import warnings
 from dataclasses import dataclass, field
 
 import yaml
@@ -33,7 +34,9 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     variant.command: variant
     for variant in (
-        Variant("dapo", DAPOConfig, DAPOTrainer, "DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping"),
+        Variant(
+            "dapo", DAPOConfig, DAPOTrainer, "DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping"
+        ),
         Variant("dr-grpo", DrGRPOConfig, DrGRPOTrainer, "Dr.GRPO: GRPO without its length and std biases"),
         Variant("grpo", GRPOConfig, GRPOTrainer, "TRL's plain GRPO, as a baseline through the same launcher"),
     )
@@ -126,19 +129,25 @@ def field_owner_text(variant: Variant) -> str:
     return f"{variant.config_class.__name__}, ModelConfig, DatasetMixtureConfig or the script arguments"
 
 
-def parse_command(variant: Variant, argv: list[str], launch_options: set[str]) -> ParsedCommand:
+def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, bool]) -> ParsedCommand:
     """Parses `argv` (everything after the subcommand) into the four dataclasses and the launcher's arguments.
 
-    `launch_options` are the option strings `accelerate launch` accepts. A recipe key or flag that is neither a
-    field nor a launch option raises `CliUsageError` naming it and what is accepted; so do invalid values, which
-    the config classes reject in `__post_init__`.
+    `launch_options` maps each option string `accelerate launch` accepts to whether it takes a value. A recipe key
+    or flag that is neither a field nor a launch option raises `CliUsageError` naming it and what is accepted; so
+    do invalid values, which the config classes reject in `__post_init__`. Launch settings given on the command
+    line override those of the recipe.
     """
     parser = make_parser(variant)
     config_path = _config_path(argv)
+    if "--config" in argv and config_path is None:
+        raise CliUsageError("--config needs the path of a YAML recipe.")
     try:
-        *dataclasses_, config_remaining, cli_remaining = parser.parse_args_and_config(
-            argv, return_remaining_strings=True, separate_remaining_strings=True
-        )
+        with warnings.catch_warnings():
+            # GRPOConfig's own defaults trip transformers' deprecation warnings; they say nothing about the input.
+            warnings.simplefilter("ignore", FutureWarning)
+            *dataclasses_, config_remaining, cli_remaining = parser.parse_args_and_config(
+                argv, return_remaining_strings=True, separate_remaining_strings=True
+            )
     except FileNotFoundError as error:
         raise CliUsageError(f"--config: recipe file not found: {error.filename or config_path}") from None
     except yaml.YAMLError as error:
@@ -147,31 +156,61 @@ def parse_command(variant: Variant, argv: list[str], launch_options: set[str]) -
         raise CliUsageError(_one_line(error)) from None
     script_args, training_args, model_args, dataset_args = dataclasses_
 
-    for key in _option_names(config_remaining):
+    # TrlParser hands back recipe keys that are no field as "--key value" pairs.
+    recipe_pairs = list(zip(config_remaining[::2], config_remaining[1::2], strict=True))
+    for key, _ in recipe_pairs:
         if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
             raise CliUsageError(
                 f"recipe key {key[2:]!r} in {config_path} is not a field of {field_owner_text(variant)}, nor an "
-                "accelerate launch option; check its spelling against `trl-variants "
-                f"{variant.command} --help`."
+                f"accelerate launch option; check its spelling against `trl-variants {variant.command} --help`."
             )
-    for key in _option_names(cli_remaining):
-        if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
-            raise CliUsageError(
-                f"unknown argument {key}: not a field of {field_owner_text(variant)}, nor an accelerate launch "
-                f"option; see `trl-variants {variant.command} --help`."
-            )
+    _check_launch_tokens(variant, cli_remaining, launch_options)
+    cli_keys = set(_option_names(cli_remaining))
     if model_args.model_name_or_path is None:
         raise CliUsageError("model_name_or_path is required: pass --model_name_or_path or set it in the recipe.")
     if not script_args.reward_funcs and not script_args.reward_model_name_or_path:
         raise CliUsageError(f"no reward: pass --reward_funcs with one or more of {accepted_names_text()}.")
+    recipe_launch_args = [
+        item
+        for key, value in recipe_pairs
+        if key not in cli_keys
+        for item in _launch_flag(key, value, takes_value=launch_options.get(key, True))
+    ]
     return ParsedCommand(
         script_args=script_args,
         training_args=training_args,
         model_args=model_args,
         dataset_args=dataset_args,
-        launch_args=config_remaining + cli_remaining,
+        launch_args=recipe_launch_args + cli_remaining,
         training_script_args=_without_subsequence(argv, cli_remaining),
     )
+
+
+def _check_launch_tokens(variant: Variant, tokens: list[str], launch_options: dict[str, bool]) -> None:
+    """What the parser did not take must read as launcher flags with their values; anything else is a mistake."""
+    expects_value = False
+    for token in tokens:
+        if expects_value:
+            expects_value = False
+            continue
+        key, has_inline_value, _ = token.partition("=")
+        if not token.startswith("-"):
+            raise CliUsageError(
+                f"unexpected argument {token!r}; every option of `trl-variants {variant.command}` is a --flag."
+            )
+        if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
+            raise CliUsageError(
+                f"unknown argument {key}: not a field of {field_owner_text(variant)}, nor an accelerate launch "
+                f"option; see `trl-variants {variant.command} --help`."
+            )
+        expects_value = not has_inline_value and launch_options.get(key, True)
+
+
+def _launch_flag(key: str, value: str, takes_value: bool) -> list[str]:
+    """A recipe's launch setting as command-line strings; a switch such as `same_network: true` is the bare flag."""
+    if takes_value:
+        return [key, value]
+    return [key] if value.lower() in ("true", "1", "yes") else []
 
 
 def _config_path(argv: list[str]) -> str | None:

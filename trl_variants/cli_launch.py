@@ -18,10 +18,12 @@ LAUNCHED_ENV = "TRL_VARIANTS_LAUNCHED"
 CLI_MODULE = "trl_variants.cli"
 
 
-def accelerate_launch_options() -> set[str]:
+def accelerate_launch_options() -> dict[str, bool]:
+    """Every option string `accelerate launch` accepts, mapped to whether it takes a value."""
     from accelerate.commands.launch import launch_command_parser
 
-    return set(launch_command_parser()._option_string_actions)
+    actions = launch_command_parser()._option_string_actions
+    return {option: action.nargs != 0 for option, action in actions.items()}
 
 
 def bundled_accelerate_configs() -> list[str]:
@@ -38,6 +40,7 @@ def resolve_launch_args(launch_args: list[str]) -> list[str]:
     """Turns `--accelerate_config NAME|PATH` into `--config_file PATH` with TRL's own resolver."""
     from trl.cli.accelerate_config import resolve_accelerate_config_argument
 
+    launch_args = [part for token in launch_args for part in _split_inline_accelerate_config(token)]
     if ACCELERATE_CONFIG_FLAG in launch_args:
         index = launch_args.index(ACCELERATE_CONFIG_FLAG)
         value = launch_args[index + 1] if index + 1 < len(launch_args) else None
@@ -54,6 +57,12 @@ def resolve_launch_args(launch_args: list[str]) -> list[str]:
         return resolve_accelerate_config_argument(list(launch_args))
     except ValueError as error:
         raise CliUsageError(str(error)) from None
+
+
+def _split_inline_accelerate_config(token: str) -> list[str]:
+    if token.startswith(f"{ACCELERATE_CONFIG_FLAG}="):
+        return token.split("=", 1)
+    return [token]
 
 
 def build_launch_namespace(command: str, launch_args: list[str], training_script_args: list[str]):

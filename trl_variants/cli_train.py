@@ -25,7 +25,7 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     if training_args.eval_strategy != "no":
         eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
     try:
-        check_dataset_feeds(reward_specs, train_dataset.column_names, is_conversational_dataset(train_dataset))
+        check_dataset_feeds(reward_specs, column_names(train_dataset), is_conversational_dataset(train_dataset))
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
 
@@ -59,6 +59,9 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
         trainer.accelerator.print(f"Model pushed to https://huggingface.co/{trainer.hub_model_id}.")
+    # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
+    if hasattr(trainer, "end"):
+        trainer.end()
 
 
 def load_splits(script_args, dataset_args) -> DatasetDict:
@@ -85,7 +88,9 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
             f"dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}."
         )
     dataset = splits[split_name]
-    columns = list(dataset.column_names or [])
+    if isinstance(dataset, Dataset) and len(dataset) == 0:
+        raise CliUsageError(f"split {split_name!r} of the dataset is empty.")
+    columns = column_names(dataset)
     renames = {script_args.prompt_column: "prompt"}
     if script_args.solution_column:
         renames[script_args.solution_column] = "solution"
@@ -121,9 +126,9 @@ def apply_filter(dataset, entries: list[str] | None):
     allowed = parse_filter(entries)
     if not allowed:
         return dataset
-    missing = [column for column in allowed if column not in (dataset.column_names or [])]
+    missing = [column for column in allowed if column not in column_names(dataset)]
     if missing:
-        raise CliUsageError(f"dataset_filter names column(s) {missing}; the dataset has {dataset.column_names}.")
+        raise CliUsageError(f"dataset_filter names column(s) {missing}; the dataset has {column_names(dataset)}.")
     filtered = dataset.filter(lambda row: all(str(row[column]) in values for column, values in allowed.items()))
     if isinstance(filtered, Dataset) and len(filtered) == 0:
         raise CliUsageError(f"dataset_filter {entries} keeps no rows; check the values against the dataset.")
@@ -143,6 +148,19 @@ def with_system_prompt(dataset, system_prompt: str):
     return dataset.map(to_conversation)
 
 
+def first_row(dataset) -> dict | None:
+    rows = dataset.take(1) if isinstance(dataset, IterableDataset) else dataset.select(range(min(1, len(dataset))))
+    return next(iter(rows), None)
+
+
+def column_names(dataset) -> list[str]:
+    """The dataset's columns; a streamed dataset without declared features shows them in its first row."""
+    if dataset.column_names is not None:
+        return list(dataset.column_names)
+    row = first_row(dataset)
+    return list(row) if row is not None else []
+
+
 def is_conversational_dataset(dataset) -> bool:
-    first = next(iter(dataset.take(1) if isinstance(dataset, IterableDataset) else dataset.select(range(1))), None)
-    return first is not None and isinstance(first["prompt"], list)
+    row = first_row(dataset)
+    return row is not None and isinstance(row["prompt"], list)
