@@ -452,3 +452,32 @@ def test_benchmark_smoke(tmp_path):
     assert "dynamic_sampling.py --smoke" in report and "| mean generation rounds per step |" in report
     rounds_row = next(line for line in result.stdout.splitlines() if line.startswith("| mean generation rounds"))
     assert math.isfinite(float(rounds_row.split("|")[2]))
+
+
+def test_reference_log_probs_are_computed_on_the_trained_rows_only(shared_task, tmp_path):
+    """With beta > 0 TRL runs the reference model over the batch; a policy saved to a folder lets TRL build that
+    reference model offline. Both the reference pass and nothing else run under no-grad, over the kept rows only."""
+    model_dir = tmp_path / "policy"
+    shared_task.model.save_pretrained(model_dir)
+    shared_task.tokenizer.save_pretrained(model_dir)
+    reward = HalfDegenerateReward(G)
+    config = toy_config(DAPOConfig, tmp_path / "run", per_device_train_batch_size=GENERATION_ROWS, beta=0.04, max_steps=2)
+    trainer = DAPOTrainer(
+        str(model_dir),
+        [reward],
+        args=config,
+        train_dataset=shared_task.train_dataset,
+        processing_class=shared_task.tokenizer,
+    )
+    assert trainer.ref_model is not None
+    recorder = record(trainer)
+    trainer.train()
+
+    generated = sum(entry["dynamic_sampling/generated_groups"] for entry in sampling_logs(trainer))
+    assert generated > 2 * GENERATION_ROWS // G, "the reward should have forced refills, so that groups were dropped"
+    no_grad_calls = [call for call in recorder.logp_calls if not call["grad"]]
+    assert len(no_grad_calls) == 2  # one reference pass per generation batch
+    for call, trained in zip(no_grad_calls, recorder.loss_inputs, strict=True):
+        assert call["input_ids"].shape[0] == GENERATION_ROWS
+        assert sorted(map(tuple, call["input_ids"].tolist())) == rows(trained)
+    assert all("kl" in entry for entry in trainer.state.log_history if "loss" in entry)
