@@ -209,6 +209,9 @@ def test_pass_rate_metric_matches_the_reward_construction(half_degenerate_run):
         assert entry["dynamic_sampling/kept_groups"] == GENERATION_ROWS // G
         assert entry["dynamic_sampling/filled"] == 0.0
         assert entry["dynamic_sampling/all_wrong_frac"] == pytest.approx(1 - live / len(step_groups))
+        step_calls = [call for call in reward.calls if call["step"] == entry["step"] - 1]
+        tokens = sum(len(ids) for call in step_calls for ids in call["completion_ids"])
+        assert entry["dynamic_sampling/generated_tokens"] == tokens
     # Half the train prompts are live, so the observed rate sits near 0.5.
     total_live = sum(is_live_prompt(g["prompt"]) for g in groups)
     assert 0.25 < total_live / len(groups) < 0.75

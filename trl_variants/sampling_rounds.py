@@ -176,6 +176,8 @@ class DynamicSamplingMixin:
         metrics["dynamic_sampling/all_correct_frac"].append(all_correct / seen)
         metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
         metrics["dynamic_sampling/filled"].append(float(bool(selection.filled)))
+        # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
+        metrics["dynamic_sampling/generated_tokens"].append(float(sum(len(row.completion_ids) for row in generated)))
         return [generated[group * group_size + k] for group in selection.indices for k in range(group_size)]
 
     def _draw_refill_rows(self, num_groups: int) -> list[dict]:
