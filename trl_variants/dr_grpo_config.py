@@ -18,7 +18,7 @@ class DrGRPOConfig(GRPOConfig):
 
     Defaults changed relative to `GRPOConfig`:
         loss_type (`str`, defaults to `"dr_grpo"`): per-token losses are summed and divided by the constant
-            `per_device_batch_size * max_completion_length`, not by each completion's length. Only `"dr_grpo"` is
+            `per_device_train_batch_size * max_completion_length`, not by each completion's length. Only `"dr_grpo"` is
             accepted.
         scale_rewards (`str`, defaults to `"none"`): advantage = r - group mean, with no std division. Only
             `"none"` is accepted.
