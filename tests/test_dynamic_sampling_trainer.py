@@ -484,3 +484,44 @@ def test_reference_log_probs_are_computed_on_the_trained_rows_only(shared_task, 
         assert call["input_ids"].shape[0] == GENERATION_ROWS
         assert sorted(map(tuple, call["input_ids"].tolist())) == rows(trained)
     assert all("kl" in entry for entry in trainer.state.log_history if "loss" in entry)
+
+
+def test_plain_generation_never_exceeds_one_generation_batch(task, tmp_path):
+    """Refill rounds can ask for several batches' worth of groups; without vLLM each `_generate` call still holds at
+    most the dataloader's rows, so dynamic sampling needs no more generation memory than TRL itself."""
+    config = toy_config(DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=4)
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    generate, call_rows = trainer._generate, []
+
+    def counting_generate(prompts):
+        call_rows.append(len(prompts))
+        return generate(prompts)
+
+    trainer._generate = counting_generate
+    trainer.train()
+    logs = sampling_logs(trainer)
+    # Phase 1 calls plus one replay call per generation batch.
+    assert sum(call_rows) == sum(entry["dynamic_sampling/generated_groups"] for entry in logs) * G + 8 * len(logs)
+    batch_groups = 8 // G
+    assert any(
+        entry["dynamic_sampling/generated_groups"] > entry["dynamic_sampling/rounds"] * batch_groups for entry in logs
+    ), "no round larger than a generation batch happened"
+    assert max(call_rows) <= 8
+
+
+def test_a_reward_named_like_a_keyword_can_be_chosen(task, tmp_path):
+    def total(completions, **kwargs):
+        return [float(len(text)) for text in completions]
+
+    config = toy_config(DAPOConfig, tmp_path, dynamic_sampling_metric="total")
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[*task.reward_funcs, total])
+    assert trainer._sampling_metric_index == 1
+
+
+def test_vision_language_models_are_refused(task, tmp_path):
+    """Phase 2 replays through TRL's rollout hook, which drops images; a VLM must be refused, not trained blind.
+    No VLM processor can be built offline, so the trainer's own VLM flag is set on a text trainer."""
+    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path), task)
+    trainer._is_vlm = True
+    with pytest.raises(ValueError, match="does not support `vision-language models` yet"):
+        trainer._setup_dynamic_sampling()

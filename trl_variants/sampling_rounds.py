@@ -67,9 +67,11 @@ class DynamicSamplingMixin:
         self._pass_rate = PassRateTracker()
         if not args.dynamic_sampling:
             return
+        # Phase 2 replays completions through TRL's rollout hook, which carries neither tool calls nor images.
         unsupported = {
             "tools": bool(self.tools),
             "environment_factory": self.environment_factories is not None,
+            "vision-language models": self._is_vlm,
         }
         for name, present in unsupported.items():
             if present:
@@ -94,6 +96,9 @@ class DynamicSamplingMixin:
 
     def _resolve_sampling_metric(self, metric: str) -> int | None:
         """Index of the reward column that decides degeneracy, or `None` for the weighted total."""
+        # A reward function's own name wins over the keywords, so a function called "total" can be chosen.
+        if metric in self.reward_func_names:
+            return self.reward_func_names.index(metric)
         if metric == "total":
             return None
         if metric == "accuracy":
@@ -104,8 +109,6 @@ class DynamicSamplingMixin:
                 'dynamic_sampling_metric="accuracy" needs a reward function besides the soft overlong punishment; '
                 f"the reward functions are {self.reward_func_names}."
             )
-        if metric in self.reward_func_names:
-            return self.reward_func_names.index(metric)
         raise ValueError(
             f"dynamic_sampling_metric={metric!r} is not allowed; expected \"accuracy\", \"total\" or one of the "
             f"reward function names {self.reward_func_names}."
@@ -140,9 +143,13 @@ class DynamicSamplingMixin:
         rounds = 0
         while True:
             rounds += 1
-            records, scores = self._generate_round(round_rows)
-            generated.extend(records)
-            group_scores.append(scores.view(-1, group_size).cpu())
+            # A round can be several generation batches. Plain `generate` holds a whole call in memory, so it gets
+            # the round one generation batch at a time; vLLM batches internally and gets the round in one call.
+            slice_rows = len(round_rows) if self.use_vllm else len(all_inputs)
+            for start in range(0, len(round_rows), slice_rows):
+                records, scores = self._generate_round(round_rows[start : start + slice_rows])
+                generated.extend(records)
+                group_scores.append(scores.view(-1, group_size).cpu())
             informative = informative_group_mask(torch.cat(group_scores), args.dynamic_sampling_tolerance)
             found, seen = int(informative.sum()), len(informative)
             if found >= batch_groups or rounds >= args.dynamic_sampling_max_rounds:
