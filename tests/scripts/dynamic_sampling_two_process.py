@@ -127,6 +127,10 @@ def main() -> None:
     task = make_toy_task(seed=0, warm_start_steps=10)
     run("half", HalfDegenerateReward(NUM_GENERATIONS), task, args.out)
     run("exhausted", ConstantReward(), task, args.out)
+    # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
