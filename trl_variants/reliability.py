@@ -80,8 +80,13 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     killed run left it half-written.
     """
     for checkpoint_dir in checkpoints_newest_first(output_dir):
-        if not checkpoint_problems(checkpoint_dir):
+        problems = checkpoint_problems(checkpoint_dir)
+        if not problems:
             return checkpoint_dir
+        logger.warning(
+            f"Skipping the incomplete checkpoint {checkpoint_dir} ({'; '.join(problems)}): it was probably "
+            "interrupted while being written."
+        )
     return None
 
 
@@ -146,14 +151,9 @@ class ReliabilityMixin:
     def _complete_checkpoint(self, requested) -> str:
         if isinstance(requested, bool):
             output_dir = self.args.output_dir
-            for checkpoint_dir in checkpoints_newest_first(output_dir):
-                problems = checkpoint_problems(checkpoint_dir)
-                if not problems:
-                    return checkpoint_dir
-                logger.warning(
-                    f"Skipping the incomplete checkpoint {checkpoint_dir} ({'; '.join(problems)}): it was probably "
-                    "interrupted while being written."
-                )
+            complete = last_complete_checkpoint(output_dir)
+            if complete:
+                return complete
             raise ValueError(
                 f"resume_from_checkpoint=True found no complete checkpoint in output_dir={output_dir!r}. Start "
                 "without resume_from_checkpoint, or point output_dir at the folder holding the run's checkpoints."

@@ -150,7 +150,8 @@ class DynamicSamplingMixin:
                 records, scores = self._generate_round(round_rows[start : start + slice_rows])
                 generated.extend(records)
                 group_scores.append(scores.view(-1, group_size).cpu())
-            informative = informative_group_mask(torch.cat(group_scores), args.dynamic_sampling_tolerance)
+            all_scores = torch.cat(group_scores)
+            informative = informative_group_mask(all_scores, args.dynamic_sampling_tolerance)
             found, seen = int(informative.sum()), len(informative)
             if found >= batch_groups or rounds >= args.dynamic_sampling_max_rounds:
                 break
@@ -173,7 +174,7 @@ class DynamicSamplingMixin:
                 f"Dynamic sampling: only {found} of {batch_groups} groups were informative after {rounds} rounds; "
                 f"filled the batch with {len(selection.filled)} degenerate groups (no signal on the sampling metric)."
             )
-        all_correct, all_wrong = degenerate_outcomes(torch.cat(group_scores), informative)
+        all_correct, all_wrong = degenerate_outcomes(all_scores, informative)
         self._pass_rate.update(found, seen)
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
