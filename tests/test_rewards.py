@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-import trl_variants.rewards as rewards_module
+import trl_variants.rewards.accuracy as accuracy_module
 from trl_variants import DAPOConfig, DAPOTrainer, dapo_accuracy_reward, soft_overlong_punishment
 from trl_variants.rewards import SoftOverlongPunishment
 from trl_variants.toy import parse_answer, toy_accuracy_reward
@@ -59,7 +59,7 @@ def test_dapo_accuracy_reward_rejects_mismatched_lengths():
 
 
 def test_dapo_accuracy_reward_without_math_verify_compares_normalised_strings(monkeypatch):
-    monkeypatch.setattr(rewards_module, "_math_verify", lambda: None)
+    monkeypatch.setattr(accuracy_module, "_math_verify", lambda: None)
     completions = ["Answer: $42$.", "Answer: 0.5", "Answer: 4 2"]
     assert dapo_accuracy_reward(completions, solution=["42", "1/2", "42"]) == [1.0, -1.0, 1.0]
 

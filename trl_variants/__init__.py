@@ -4,10 +4,8 @@ from ._compat import check_trl_version
 
 check_trl_version()
 
-from .dapo_config import DAPOConfig  # noqa: E402
-from .dapo_trainer import DAPOTrainer  # noqa: E402
-from .dr_grpo_config import DrGRPOConfig  # noqa: E402
-from .dr_grpo_trainer import DrGRPOTrainer  # noqa: E402
+from .dapo import DAPOConfig, DAPOTrainer  # noqa: E402
+from .dr_grpo import DrGRPOConfig, DrGRPOTrainer  # noqa: E402
 from .rewards import dapo_accuracy_reward, soft_overlong_punishment  # noqa: E402
 
 __version__ = "0.1.0"

@@ -1,0 +1,298 @@
+"""The `trl-variants` command line: real parsing with TRL's parser, real training runs on the toy model, and the
+one-line errors for bad input."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from peft import LoraConfig
+from trl import GRPOConfig, get_peft_config
+
+from trl_variants import DAPOConfig, DrGRPOConfig
+from trl_variants.cli import main
+from trl_variants.cli.args import VARIANTS, parse_command
+from trl_variants.cli.launch import accelerate_launch_options, build_launch_namespace
+from trl_variants.toy import make_toy_task
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LAUNCH_OPTIONS = accelerate_launch_options()
+
+
+@pytest.fixture(scope="module")
+def toy_files(tmp_path_factory):
+    """The toy policy saved as a local model folder, and its problems as local JSONL datasets."""
+    root = tmp_path_factory.mktemp("toy_files")
+    task = make_toy_task(seed=0, warm_start_steps=30)
+    model_dir = root / "model"
+    task.model.save_pretrained(model_dir)
+    task.tokenizer.save_pretrained(model_dir)
+    datasets = {}
+    for name, rows in {
+        "answers": [{"prompt": p["prompt"], "answer": p["answer"]} for p in task.train_problems],
+        "questions": [{"question": p["prompt"], "answer": p["answer"]} for p in task.train_problems],
+    }.items():
+        folder = root / name
+        folder.mkdir()
+        (folder / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        datasets[name] = folder
+    return {"model": model_dir, **datasets}
+
+
+def toy_flags(toy_files, output_dir, dataset="answers"):
+    return [
+        "--model_name_or_path", str(toy_files["model"]),
+        "--dataset_name", str(toy_files[dataset]),
+        "--output_dir", str(output_dir),
+        "--use_cpu", "true",
+        "--per_device_train_batch_size", "8",
+        "--num_generations", "4",
+        "--max_completion_length", "4",
+        "--report_to", "none",
+        "--save_strategy", "no",
+        "--max_steps", "1",
+    ]  # fmt: skip
+
+
+def error_line(capsys) -> str:
+    """The captured stderr must end with exactly one error line and hold no traceback."""
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    error_lines = [line for line in lines if line.startswith("trl-variants: error:")]
+    assert len(error_lines) == 1 and lines[-1] == error_lines[0], stderr
+    return error_lines[0]
+
+
+# --- Parsing ---------------------------------------------------------------------------------------------------
+
+
+def test_each_variant_parses_into_its_own_config_class(toy_files, tmp_path):
+    argv = [*toy_flags(toy_files, tmp_path), "--reward_funcs", "dapo_accuracy"]
+    parsed = {command: parse_command(variant, argv, LAUNCH_OPTIONS) for command, variant in VARIANTS.items()}
+    assert type(parsed["dapo"].training_args) is DAPOConfig
+    assert type(parsed["dr-grpo"].training_args) is DrGRPOConfig
+    assert type(parsed["grpo"].training_args) is GRPOConfig
+    dr_grpo = parsed["dr-grpo"].training_args
+    assert (dr_grpo.loss_type, dr_grpo.scale_rewards) == ("dr_grpo", "none")
+    assert parsed["dapo"].training_args.epsilon_high == 0.28  # DAPO's defaults, not GRPO's
+
+
+def test_recipe_values_apply_and_command_line_flags_win(toy_files, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        textwrap.dedent("""\
+            learning_rate: 3.0e-4
+            epsilon_high: 0.3
+            overlong_buffer_length: 2
+            reward_funcs: [dapo_accuracy, think_format_reward]
+            use_peft: true
+            lora_r: 4
+            lora_target_modules: [q_proj, v_proj]
+            num_processes: 2
+        """)
+    )
+    argv = ["--config", str(recipe), *toy_flags(toy_files, tmp_path), "--learning_rate", "5e-4", "--num_processes", "4"]
+    parsed = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS)
+    args = parsed.training_args
+    assert args.learning_rate == 5e-4  # the command line overrides the recipe
+    assert (args.epsilon_high, args.overlong_buffer_length) == (0.3, 2)
+    assert parsed.script_args.reward_funcs == ["dapo_accuracy", "think_format_reward"]
+    peft_config = get_peft_config(parsed.model_args)
+    assert isinstance(peft_config, LoraConfig) and peft_config.r == 4
+    assert set(peft_config.target_modules) == {"q_proj", "v_proj"}
+    assert parsed.launch_args == ["--num_processes", "4"]  # the recipe's launch setting is overridden too
+    assert "--num_processes" not in parsed.training_script_args
+
+
+def test_accelerate_config_names_resolve_to_trl_bundled_files(toy_files, tmp_path):
+    argv = [
+        *toy_flags(toy_files, tmp_path),
+        "--reward_funcs",
+        "dapo_accuracy",
+        "--accelerate_config",
+        "zero3",
+        "--num_processes",
+        "8",
+    ]
+    parsed = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS)
+    namespace = build_launch_namespace("dapo", parsed.launch_args, parsed.training_script_args)
+    import trl
+
+    bundled = Path(trl.__file__).parent / "accelerate_configs" / "zero3.yaml"
+    assert Path(namespace.config_file) == bundled  # used in place, not copied
+    assert namespace.num_processes == 8
+    assert namespace.module and namespace.training_script == "trl_variants.cli"
+    assert namespace.training_script_args[0] == "dapo"
+    assert "--accelerate_config" not in namespace.training_script_args
+    assert "--model_name_or_path" in namespace.training_script_args
+
+
+# --- Training runs ---------------------------------------------------------------------------------------------
+
+
+def test_dapo_command_trains_and_saves_a_model_with_its_card(toy_files, tmp_path):
+    output_dir = tmp_path / "out"
+    argv = [
+        "dapo",
+        *toy_flags(toy_files, output_dir),
+        "--reward_funcs",
+        "dapo_accuracy",
+        "--overlong_buffer_length",
+        "2",
+    ]
+    assert main(argv) == 0
+    assert (output_dir / "model.safetensors").is_file() and (output_dir / "tokenizer.json").is_file()
+    card = (output_dir / "README.md").read_text()
+    assert "dapo" in card and "trl-variants" in card and "soft overlong punishment" in card
+
+
+def test_dataset_columns_are_mapped_and_lora_flags_train_an_adapter(toy_files, tmp_path):
+    output_dir = tmp_path / "out"
+    argv = [
+        "dr-grpo", *toy_flags(toy_files, output_dir, dataset="questions"),
+        "--prompt_column", "question", "--solution_column", "answer", "--reward_funcs", "dapo_accuracy",
+        "--use_peft", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert (output_dir / "adapter_model.safetensors").is_file()
+    assert not (output_dir / "model.safetensors").exists()
+    assert "dr-grpo" in (output_dir / "README.md").read_text()
+
+
+RECORDING_REWARD = """
+import json, os
+
+def launched_reward(completions, answer, **kwargs):
+    with open(os.environ["REWARD_RECORD"], "w") as record:
+        json.dump({"launched": os.environ.get("TRL_VARIANTS_LAUNCHED"), "columns": sorted(kwargs)}, record)
+    return [1.0 if text.strip().startswith(gold) else -1.0 for text, gold in zip(completions, answer)]
+"""
+
+
+def test_accelerate_config_relaunches_the_command_through_accelerate(toy_files, tmp_path):
+    """`--accelerate_config single_gpu` (TRL's bundled file) starts the training in a process of its own, which
+    loads a reward function by dotted path from the working directory."""
+    (tmp_path / "my_rewards.py").write_text(RECORDING_REWARD)
+    record = tmp_path / "record.json"
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "trl_variants.cli", "grpo", *toy_flags(toy_files, output_dir),
+        "--reward_funcs", "my_rewards.launched_reward",
+        "--accelerate_config", "single_gpu", "--mixed_precision", "no",
+    ]  # fmt: skip
+    env = {**os.environ, "REWARD_RECORD": str(record), "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(record.read_text())["launched"] == "1"  # the reward ran in the launched process
+    assert (output_dir / "model.safetensors").is_file()
+
+
+# --- Bad input -------------------------------------------------------------------------------------------------
+
+
+def test_unknown_reward_names_it_and_lists_accepted(toy_files, tmp_path, capsys):
+    assert main(["dapo", *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "accuracy"]) == 2
+    line = error_line(capsys)
+    assert "'accuracy'" in line and "dapo_accuracy" in line and "think_format_reward" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_overlong_punishment_is_not_a_reward_name(toy_files, tmp_path, capsys):
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "soft_overlong_punishment"]
+    assert main(argv) == 2
+    assert "--overlong_buffer_length" in error_line(capsys)
+
+
+def test_missing_prompt_column(toy_files, tmp_path, capsys):
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "o", dataset="questions"), "--reward_funcs", "dapo_accuracy"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "'prompt'" in line and "'question'" in line and "--prompt_column" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_answer_column_for_the_reward(toy_files, tmp_path, capsys):
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "accuracy_reward"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "accuracy_reward" in line and "'solution'" in line and "'answer'" in line
+
+
+def test_recipe_key_that_is_no_config_field(toy_files, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("learning_rate: 1.0e-6\nepsilon_hihg: 0.28\n")
+    argv = ["dapo", "--config", str(recipe), *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "dapo_accuracy"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "'epsilon_hihg'" in line and "DAPOConfig" in line and str(recipe) in line
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [(["--no_such_flag", "1"], "unknown argument --no_such_flag"), (["stray"], "unexpected argument 'stray'")],
+)
+def test_unknown_flag_or_stray_word(toy_files, tmp_path, capsys, extra, expected):
+    argv = ["dapo", *extra, *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "dapo_accuracy"]
+    assert main(argv) == 2
+    assert expected in error_line(capsys)
+
+
+def test_invalid_config_value_is_one_line(toy_files, tmp_path, capsys):
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "o"), "--reward_funcs", "dapo_accuracy", "--epsilon_high", "0.1"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "epsilon_high=0.1" in line and ">= epsilon" in line
+
+
+def test_unwritable_output_dir(toy_files, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    argv = ["dapo", *toy_flags(toy_files, blocker / "out"), "--reward_funcs", "dapo_accuracy"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "output_dir" in line and "a_file" in line
+
+
+def test_unknown_accelerate_config_lists_bundled_names(toy_files, tmp_path, capsys):
+    argv = [
+        "dapo",
+        *toy_flags(toy_files, tmp_path / "o"),
+        "--reward_funcs",
+        "dapo_accuracy",
+        "--accelerate_config",
+        "zero9",
+    ]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert "'zero9'" in line and "zero3" in line and "fsdp2" in line
+
+
+def test_unknown_command(capsys):
+    assert main(["ppo"]) == 2
+    line = error_line(capsys)
+    assert "'ppo'" in line and "dr-grpo" in line and "demo" in line
+
+
+def test_bad_input_exits_2_with_one_line_from_the_installed_module(toy_files, tmp_path):
+    """The same contract seen from outside: a real process, its exit code and its whole stderr."""
+    command = [
+        sys.executable,
+        "-m",
+        "trl_variants.cli",
+        "dapo",
+        *toy_flags(toy_files, tmp_path / "o"),
+        "--reward_funcs",
+        "nope",
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("trl-variants: error: reward_funcs: unknown reward 'nope'")
+    assert sum(line.startswith("trl-variants: error:") for line in lines) == 1

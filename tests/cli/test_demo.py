@@ -1,0 +1,157 @@
+"""`trl-variants demo`: every artifact is written, the policy really improves, and the output folder is never left
+half-written."""
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trl_variants.cli import main
+from trl_variants.cli.args import CliUsageError
+from trl_variants.cli.output import StagedFolder
+from trl_variants.cli.demo import DEMO_TASK, LOG_FILE, PLOT_FILE, REWARD_KEY, SUMMARY_FILE, run_demo
+from trl_variants.toy import greedy_accuracy
+from trl_variants.toy.data import split_problems
+
+
+def held_out_problems(seed):
+    return split_problems(DEMO_TASK["max_operand"], DEMO_TASK["held_out_fraction"], seed)[1]
+
+
+def test_demo_writes_every_artifact_and_replaces_its_earlier_output(tmp_path, capsys):
+    output_dir = tmp_path / "demo-output"
+    output_dir.mkdir()
+    (output_dir / SUMMARY_FILE).write_text("{}")  # an earlier demo output ...
+    (output_dir / "stale.txt").write_text("from the earlier run")  # ... whose files must not survive
+
+    assert main(["demo", "--steps", "3", "--seed", "1", "--output_dir", str(output_dir), "--no_progress"]) == 0
+
+    stdout = capsys.readouterr().out
+    assert "before" in stdout and "after" in stdout and "held-out accuracy (80 problems)" in stdout
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo-output"]  # no staging folder left behind
+    assert not (output_dir / "stale.txt").exists()
+
+    summary = json.loads((output_dir / SUMMARY_FILE).read_text())
+    assert (summary["variant"], summary["seed"], summary["steps"]) == ("dapo", 1, 3)
+
+    log = [json.loads(line) for line in (output_dir / LOG_FILE).read_text().splitlines()]
+    assert [record["step"] for record in log] == [1, 2, 3]
+    assert all(REWARD_KEY in record and "dynamic_sampling/pass_rate" in record for record in log)
+    assert log[-1]["held_out_accuracy"] == pytest.approx(summary["held_out_accuracy_after"])
+
+    assert (output_dir / PLOT_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    card = (output_dir / "README.md").read_text()
+    assert "dapo" in card and "trl-variants" in card and "2503.14476" in card
+    assert "## Demo results" in card and f"{summary['held_out_accuracy_after']:.2f}" in card
+
+    # The saved model is the trained one: reloaded, it scores what the summary says on the held-out problems.
+    model = AutoModelForCausalLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    reloaded = greedy_accuracy(model, tokenizer, held_out_problems(seed=1))
+    assert reloaded == pytest.approx(summary["held_out_accuracy_after"])
+
+
+def test_demo_policy_improves_on_held_out_problems(tmp_path):
+    """A shortened demo run: the held-out greedy accuracy of the trained policy clearly beats the warm start."""
+    result = run_demo(steps=100, seed=0, output_dir=str(tmp_path / "out"), show_progress=False, out=io.StringIO())
+    assert result.held_out_accuracy_after >= result.held_out_accuracy_before + 0.15, result
+
+
+def test_demo_variant_flag_switches_the_trainer(tmp_path, capsys):
+    output_dir = tmp_path / "out"
+    assert main(["demo", "--variant", "dr-grpo", "--steps", "2", "--output_dir", str(output_dir), "--no_progress"]) == 0
+    card = (output_dir / "README.md").read_text()
+    assert "dr-grpo" in card and "2503.20783" in card
+    log = [json.loads(line) for line in (output_dir / LOG_FILE).read_text().splitlines()]
+    assert not any("dynamic_sampling/pass_rate" in record for record in log)
+
+
+def error_line(capsys) -> str:
+    stderr = capsys.readouterr().err
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_demo_leaves_an_unrelated_folder_alone(tmp_path, capsys):
+    output_dir = tmp_path / "my-project"
+    output_dir.mkdir()
+    (output_dir / "notes.txt").write_text("keep me")
+    assert main(["demo", "--steps", "1", "--output_dir", str(output_dir)]) == 2
+    assert "already exists" in error_line(capsys)
+    assert (output_dir / "notes.txt").read_text() == "keep me"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["my-project"]
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--variant", "ppo"], "invalid choice: 'ppo'"),
+        (["--steps", "0"], "--steps 0"),
+        (["--steps", "many"], "invalid int value"),
+    ],
+)
+def test_demo_bad_flags(tmp_path, capsys, flags, expected):
+    assert main(["demo", *flags, "--output_dir", str(tmp_path / "out")]) == 2
+    assert expected in error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_demo_unwritable_output_dir(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["demo", "--steps", "1", "--output_dir", str(blocker / "out")]) == 2
+    assert "output_dir" in error_line(capsys)
+
+
+def test_staged_folder_appears_only_when_published(tmp_path):
+    final = tmp_path / "result"
+    staged = StagedFolder(final, marker_file="done.json")
+    (staged.path / "weights.bin").write_text("half")
+    assert not final.exists()
+    with pytest.raises(RuntimeError, match="done.json"):
+        staged.publish()  # not complete until the marker is written
+    assert not final.exists()
+    (staged.path / "done.json").write_text("{}")
+    assert staged.publish() == final and (final / "weights.bin").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["result"]
+
+
+def test_staged_folder_discard_leaves_nothing(tmp_path):
+    staged = StagedFolder(tmp_path / "result", marker_file="done.json")
+    (staged.path / "weights.bin").write_text("half")
+    staged.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_staged_folder_never_replaces_a_folder_it_did_not_write(tmp_path):
+    final = tmp_path / "result"
+    staged = StagedFolder(final, marker_file="done.json")
+    (staged.path / "done.json").write_text("{}")
+    final.mkdir()
+    (final / "thesis.tex").write_text("years of work")  # appeared while the job ran
+    with pytest.raises(CliUsageError, match="already exists"):
+        staged.publish()
+    assert (final / "thesis.tex").read_text() == "years of work"
+
+
+def test_interrupted_demo_leaves_no_folder_behind(tmp_path):
+    """Ctrl-C in the middle of training: exit code 130, and neither the output folder nor its staging folder
+    remains."""
+    command = [sys.executable, "-m", "trl_variants.cli", "demo", "--output_dir", str(tmp_path / "out"), "--no_progress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(f".out.partial-*/{LOG_FILE}")):  # training has logged its first step
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,137 @@
+"""Runs `DAPOTrainer` with dynamic sampling in each process of a torchrun launch and records, per rank, every
+keep/drop decision and the rows each process trains on.
+
+    ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process.py --out DIR
+
+Two runs follow each other in the same process group: one with a reward that makes about half the groups
+degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling. Each rank
+writes `DIR/<run>_rank<r>.json`; tests/test_dynamic_sampling_multiprocess.py compares the ranks.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import torch  # noqa: E402
+
+import trl_variants.dynamic_sampling.trainer as sampling_rounds  # noqa: E402
+from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward  # noqa: E402
+from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
+from trl_variants.toy import make_toy_task  # noqa: E402
+
+NUM_GENERATIONS = 4
+PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
+STEPS = 3
+MAX_ROUNDS = 3
+
+# Every `select_groups` decision of this process, appended by the wrapper below.
+decisions: list[dict] = []
+_select_groups = sampling_rounds.select_groups
+
+
+def recording_select_groups(informative, batch_groups, fill):
+    selection = _select_groups(informative, batch_groups, fill)
+    decisions.append({"informative": list(informative), "kept": selection.kept, "filled": selection.filled})
+    return selection
+
+
+sampling_rounds.select_groups = recording_select_groups
+
+
+def run(name: str, reward, task, out_dir: Path) -> None:
+    decisions.clear()
+    config = DAPOConfig(
+        str(out_dir / name),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=PER_DEVICE_BATCH,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=6,
+        learning_rate=1e-3,
+        max_steps=STEPS,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        dynamic_sampling_max_rounds=MAX_ROUNDS,
+    )
+    trainer = DAPOTrainer(
+        task.model, [reward], args=config, train_dataset=task.train_dataset, processing_class=task.tokenizer
+    )
+    batches, local_rows, loss_rows = [], [], []
+    sample_informative = trainer._sample_informative_batch
+    generate_and_score = trainer._generate_and_score_completions
+    compute_loss = trainer._compute_loss
+
+    def recording_sample_informative(inputs):
+        batch = sample_informative(inputs)
+        batches.append(
+            {
+                "prompts": [row.row["prompt"] for row in batch],
+                "completion_ids": [row.completion_ids for row in batch],
+                "rewards": [row.rewards.tolist() for row in batch],
+            }
+        )
+        return batch
+
+    def recording_generate_and_score(inputs):
+        output = generate_and_score(inputs)
+        local_rows.append(
+            {
+                "rows": int(output["prompt_ids"].shape[0]),
+                "prompts": task.tokenizer.batch_decode(output["prompt_ids"], skip_special_tokens=True),
+                "advantages": output["advantages"].tolist(),
+            }
+        )
+        return output
+
+    def recording_compute_loss(model, inputs):
+        loss_rows.append(int(inputs["prompt_ids"].shape[0]))
+        return compute_loss(model, inputs)
+
+    trainer._sample_informative_batch = recording_sample_informative
+    trainer._generate_and_score_completions = recording_generate_and_score
+    trainer._compute_loss = recording_compute_loss
+    trainer.train()
+
+    record = {
+        "rank": trainer.accelerator.process_index,
+        "num_processes": trainer.accelerator.num_processes,
+        "global_step": trainer.state.global_step,
+        "decisions": list(decisions),
+        "batches": batches,
+        "local_rows": local_rows,
+        "loss_rows": loss_rows,
+        "logs": [
+            {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
+            for entry in trainer.state.log_history
+            if "dynamic_sampling/rounds" in entry
+        ],
+    }
+    (out_dir / f"{name}_rank{record['rank']}.json").write_text(json.dumps(record))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    # The reward is keyed on the prompt, so the policy's skill is irrelevant: a short warm start saves time.
+    task = make_toy_task(seed=0, warm_start_steps=10)
+    run("half", HalfDegenerateReward(NUM_GENERATIONS), task, args.out)
+    run("exhausted", ConstantReward(), task, args.out)
+    # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

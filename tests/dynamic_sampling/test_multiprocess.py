@@ -1,0 +1,116 @@
+"""Dynamic sampling across two processes (CPU, gloo), launched with torchrun.
+
+tests/dynamic_sampling/scripts/two_process.py trains with a half-degenerate reward and then with an
+always-degenerate one, and each rank records its keep/drop decisions and the rows it trained on. The ranks must
+agree on every decision, train on equal, disjoint shares of the same batch, and finish without hanging.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .scripts.rewards import is_live_prompt
+
+pytestmark = pytest.mark.multiprocess
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = REPO_ROOT / "tests" / "dynamic_sampling" / "scripts" / "two_process.py"
+LAUNCH_TIMEOUT_S = 120
+NUM_PROCESSES = 2
+NUM_GENERATIONS = 4
+PER_DEVICE_BATCH = 8
+STEPS = 3
+MAX_ROUNDS = 3
+BATCH_GROUPS = NUM_PROCESSES * PER_DEVICE_BATCH // NUM_GENERATIONS
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_process_records(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("two_process")
+    command = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", str(NUM_PROCESSES),
+        "--master_addr", "127.0.0.1",
+        "--master_port", str(free_port()),
+        str(SCRIPT), "--out", str(out_dir),
+    ]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=LAUNCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the two-process run did not finish within {LAUNCH_TIMEOUT_S} s:\n{output[-4000:]}")
+    assert process.returncode == 0, output[-4000:]
+    return {
+        run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
+        for run in ("half", "exhausted")
+    }
+
+
+@pytest.mark.parametrize("run", ["half", "exhausted"])
+def test_ranks_take_identical_decisions_and_train_equal_shares(two_process_records, run):
+    ranks = two_process_records[run]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["num_processes"] == NUM_PROCESSES for r in ranks)
+    assert all(r["global_step"] == STEPS for r in ranks)
+    first, second = ranks
+    assert len(first["decisions"]) == STEPS
+    assert first["decisions"] == second["decisions"]
+    assert first["batches"] == second["batches"]
+    assert first["logs"] == second["logs"]
+    for rank in ranks:
+        assert [step["rows"] for step in rank["local_rows"]] == [PER_DEVICE_BATCH] * STEPS
+        assert rank["loss_rows"] == [PER_DEVICE_BATCH] * STEPS
+    for step, batch in enumerate(first["batches"]):
+        prompts = batch["prompts"]
+        assert len(prompts) == NUM_PROCESSES * PER_DEVICE_BATCH
+        # Groups stay contiguous, and each rank trains on its own consecutive share of the batch.
+        for start in range(0, len(prompts), NUM_GENERATIONS):
+            assert len(set(prompts[start : start + NUM_GENERATIONS])) == 1
+        for rank in ranks:
+            share = slice(rank["rank"] * PER_DEVICE_BATCH, (rank["rank"] + 1) * PER_DEVICE_BATCH)
+            assert rank["local_rows"][step]["prompts"] == prompts[share]
+
+
+def test_half_degenerate_run_keeps_only_informative_groups(two_process_records):
+    first = two_process_records["half"][0]
+    assert any(not all(d["informative"]) for d in first["decisions"]), "some groups must have been dropped"
+    for decision, batch, entry in zip(first["decisions"], first["batches"], first["logs"], strict=True):
+        informative = decision["informative"]
+        assert decision["kept"] == [i for i, flag in enumerate(informative) if flag][:BATCH_GROUPS]
+        assert decision["filled"] == []
+        assert entry["dynamic_sampling/pass_rate"] == pytest.approx(sum(informative) / len(informative))
+        assert all(is_live_prompt(p) for p in batch["prompts"])
+        for start in range(0, len(batch["rewards"]), NUM_GENERATIONS):
+            scores = [row[0] for row in batch["rewards"][start : start + NUM_GENERATIONS]]
+            assert max(scores) > min(scores)
+    for rank in two_process_records["half"]:
+        assert all(abs(a) > 1e-3 for step in rank["local_rows"] for a in step["advantages"])
+
+
+def test_exhausted_run_fills_with_degenerate_groups(two_process_records):
+    first = two_process_records["exhausted"][0]
+    for decision, entry in zip(first["decisions"], first["logs"], strict=True):
+        assert not any(decision["informative"])
+        assert decision["kept"] == [] and decision["filled"] == list(range(BATCH_GROUPS))
+        assert entry["dynamic_sampling/filled"] == 1.0
+        assert entry["dynamic_sampling/rounds"] == MAX_ROUNDS
+    for rank in two_process_records["exhausted"]:
+        assert all(a == 0 for step in rank["local_rows"] for a in step["advantages"])

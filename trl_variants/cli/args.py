@@ -1,0 +1,241 @@
+"""Command-line arguments for `trl-variants dapo|dr-grpo|grpo`, parsed by TRL's own `TrlParser`.
+
+The parser holds the same dataclasses as `trl grpo` (script arguments, the trainer config, `ModelConfig`,
+`DatasetMixtureConfig`), with the variant's config class in place of `GRPOConfig`, so flags, `--config recipe.yaml`
+and PEFT flags behave as in TRL. What is left over must be an `accelerate launch` option (or `--accelerate_config`);
+anything else is reported as a mistake instead of being silently dropped.
+"""
+
+import warnings
+from dataclasses import dataclass, field
+
+import yaml
+from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
+
+from ..dapo.config import DAPOConfig
+from ..dapo.trainer import DAPOTrainer
+from ..dr_grpo.config import DrGRPOConfig
+from ..dr_grpo.trainer import DrGRPOTrainer
+from ..rewards.registry import accepted_names_text
+
+
+class CliUsageError(Exception):
+    """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    command: str
+    config_class: type[GRPOConfig]
+    trainer_class: type[GRPOTrainer]
+    description: str
+
+
+VARIANTS: dict[str, Variant] = {
+    variant.command: variant
+    for variant in (
+        Variant(
+            "dapo", DAPOConfig, DAPOTrainer, "DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping"
+        ),
+        Variant("dr-grpo", DrGRPOConfig, DrGRPOTrainer, "Dr.GRPO: GRPO without its length and std biases"),
+        Variant("grpo", GRPOConfig, GRPOTrainer, "TRL's plain GRPO, as a baseline through the same launcher"),
+    )
+}
+
+# `--accelerate_config` is resolved by TRL's helper into `--config_file`; it is not an `accelerate launch` flag.
+ACCELERATE_CONFIG_FLAG = "--accelerate_config"
+
+
+@dataclass
+class VariantScriptArguments(ScriptArguments):
+    """
+    Script arguments of `trl-variants dapo|dr-grpo|grpo`: TRL's `ScriptArguments` (dataset_name, dataset_config,
+    dataset_train_split, dataset_test_split, ...) plus the reward functions and a light column mapping so public
+    datasets can be used without a preprocessing script.
+
+    Args:
+        reward_funcs (`list[str]`, *optional*):
+            Reward functions by name: `dapo_accuracy`, `accuracy_reward`, `reasoning_accuracy_reward`,
+            `think_format_reward`, or a dotted import path. DAPO's soft overlong punishment is set with
+            `--overlong_buffer_length` instead.
+        reward_model_name_or_path (`str`, *optional*):
+            A sequence-classification reward model, added before the reward functions.
+        prompt_column (`str`, defaults to `"prompt"`):
+            Dataset column holding the prompts; renamed to `prompt`.
+        solution_column (`str`, *optional*):
+            Dataset column holding the gold answers; renamed to `solution`, which the accuracy rewards read.
+        system_prompt (`str`, *optional*):
+            When set, each plain-text prompt becomes a conversation: this system message, then the prompt as the
+            user message, so the model's chat template is applied.
+        dataset_filter (`list[str]`, *optional*):
+            Keep only rows matching `column=value` entries; entries on the same column are alternatives, e.g.
+            `level=Level 4 level=Level 5`.
+    """
+
+    reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={"help": f"Reward functions by name: {accepted_names_text()}."},
+    )
+    reward_model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "A sequence-classification reward model (Hub id or local path), used before reward_funcs."},
+    )
+    prompt_column: str = field(
+        default="prompt",
+        metadata={"help": "Dataset column holding the prompts; it is renamed to `prompt`."},
+    )
+    solution_column: str | None = field(
+        default=None,
+        metadata={"help": "Dataset column holding the gold answers; it is renamed to `solution`."},
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "When set, plain-text prompts become [system, user] conversations so the chat template applies."
+        },
+    )
+    dataset_filter: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Keep rows matching column=value entries; entries on one column are alternatives, e.g. "
+            "'level=Level 4' 'level=Level 5'."
+        },
+    )
+
+
+class VariantParser(TrlParser):
+    """`TrlParser` that raises `CliUsageError` instead of printing usage and exiting, so every mistake is one line."""
+
+    def error(self, message):
+        raise CliUsageError(f"{self.prog}: {message}")
+
+
+@dataclass
+class ParsedCommand:
+    script_args: VariantScriptArguments
+    training_args: GRPOConfig
+    model_args: ModelConfig
+    dataset_args: DatasetMixtureConfig
+    launch_args: list[str]
+    training_script_args: list[str]
+
+
+def make_parser(variant: Variant) -> VariantParser:
+    dataclass_types = (VariantScriptArguments, variant.config_class, ModelConfig, DatasetMixtureConfig)
+    return VariantParser(dataclass_types, prog=f"trl-variants {variant.command}", description=variant.description)
+
+
+def field_owner_text(variant: Variant) -> str:
+    return f"{variant.config_class.__name__}, ModelConfig, DatasetMixtureConfig or the script arguments"
+
+
+def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, bool]) -> ParsedCommand:
+    """Parses `argv` (everything after the subcommand) into the four dataclasses and the launcher's arguments.
+
+    `launch_options` maps each option string `accelerate launch` accepts to whether it takes a value. A recipe key
+    or flag that is neither a field nor a launch option raises `CliUsageError` naming it and what is accepted; so
+    do invalid values, which the config classes reject in `__post_init__`. Launch settings given on the command
+    line override those of the recipe.
+    """
+    parser = make_parser(variant)
+    config_path = _config_path(argv)
+    if "--config" in argv and config_path is None:
+        raise CliUsageError("--config needs the path of a YAML recipe.")
+    try:
+        with warnings.catch_warnings():
+            # GRPOConfig's own defaults trip transformers' deprecation warnings; they say nothing about the input.
+            warnings.simplefilter("ignore", FutureWarning)
+            *dataclasses_, config_remaining, cli_remaining = parser.parse_args_and_config(
+                argv, return_remaining_strings=True, separate_remaining_strings=True
+            )
+    except FileNotFoundError as error:
+        raise CliUsageError(f"--config: recipe file not found: {error.filename or config_path}") from None
+    except yaml.YAMLError as error:
+        raise CliUsageError(f"--config: {config_path} is not valid YAML: {_one_line(error)}") from None
+    except (ValueError, TypeError) as error:
+        raise CliUsageError(_one_line(error)) from None
+    script_args, training_args, model_args, dataset_args = dataclasses_
+
+    # TrlParser hands back recipe keys that are no field as "--key value" pairs.
+    recipe_pairs = list(zip(config_remaining[::2], config_remaining[1::2], strict=True))
+    for key, _ in recipe_pairs:
+        if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
+            raise CliUsageError(
+                f"recipe key {key[2:]!r} in {config_path} is not a field of {field_owner_text(variant)}, nor an "
+                f"accelerate launch option; check its spelling against `trl-variants {variant.command} --help`."
+            )
+    _check_launch_tokens(variant, cli_remaining, launch_options)
+    cli_keys = set(_option_names(cli_remaining))
+    if model_args.model_name_or_path is None:
+        raise CliUsageError("model_name_or_path is required: pass --model_name_or_path or set it in the recipe.")
+    if not script_args.reward_funcs and not script_args.reward_model_name_or_path:
+        raise CliUsageError(f"no reward: pass --reward_funcs with one or more of {accepted_names_text()}.")
+    recipe_launch_args = [
+        item
+        for key, value in recipe_pairs
+        if key not in cli_keys
+        for item in _launch_flag(key, value, takes_value=launch_options.get(key, True))
+    ]
+    return ParsedCommand(
+        script_args=script_args,
+        training_args=training_args,
+        model_args=model_args,
+        dataset_args=dataset_args,
+        launch_args=recipe_launch_args + cli_remaining,
+        training_script_args=_without_subsequence(argv, cli_remaining),
+    )
+
+
+def _check_launch_tokens(variant: Variant, tokens: list[str], launch_options: dict[str, bool]) -> None:
+    """What the parser did not take must read as launcher flags with their values; anything else is a mistake."""
+    expects_value = False
+    for token in tokens:
+        if expects_value:
+            expects_value = False
+            continue
+        key, has_inline_value, _ = token.partition("=")
+        if not token.startswith("-"):
+            raise CliUsageError(
+                f"unexpected argument {token!r}; every option of `trl-variants {variant.command}` is a --flag."
+            )
+        if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
+            raise CliUsageError(
+                f"unknown argument {key}: not a field of {field_owner_text(variant)}, nor an accelerate launch "
+                f"option; see `trl-variants {variant.command} --help`."
+            )
+        expects_value = not has_inline_value and launch_options.get(key, True)
+
+
+def _launch_flag(key: str, value: str, takes_value: bool) -> list[str]:
+    """A recipe's launch setting as command-line strings; a switch such as `same_network: true` is the bare flag."""
+    if takes_value:
+        return [key, value]
+    return [key] if value.lower() in ("true", "1", "yes") else []
+
+
+def _config_path(argv: list[str]) -> str | None:
+    if "--config" in argv:
+        index = argv.index("--config")
+        return argv[index + 1] if index + 1 < len(argv) else None
+    return None
+
+
+def _option_names(strings: list[str]) -> list[str]:
+    return [item.split("=", 1)[0] for item in strings if item.startswith("-")]
+
+
+def _without_subsequence(items: list[str], subsequence: list[str]) -> list[str]:
+    """`items` with the ordered `subsequence` taken out (the launcher's flags, leaving the training flags)."""
+    pending = iter(subsequence)
+    current = next(pending, None)
+    kept = []
+    for item in items:
+        if current is not None and item == current:
+            current = next(pending, None)
+        else:
+            kept.append(item)
+    return kept
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

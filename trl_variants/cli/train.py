@@ -1,0 +1,166 @@
+"""The training run behind `trl-variants dapo|dr-grpo|grpo`: load and check the dataset, build the trainer, train,
+save and optionally push. Every check on the input happens before the model is loaded, so a wrong column name
+fails in seconds rather than after a multi-gigabyte download."""
+
+from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
+from datasets.exceptions import DatasetsError
+from trl import get_dataset, get_peft_config, get_quantization_config
+
+from .args import CliUsageError, ParsedCommand, Variant
+from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
+
+
+def run_training(variant: Variant, command: ParsedCommand) -> None:
+    script_args, training_args = command.script_args, command.training_args
+    model_args, dataset_args = command.model_args, command.dataset_args
+
+    try:
+        reward_specs = [resolve_reward(name) for name in script_args.reward_funcs or []]
+    except RewardLookupError as error:
+        raise CliUsageError(str(error)) from None
+
+    splits = load_splits(script_args, dataset_args)
+    train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
+    eval_dataset = None
+    if training_args.eval_strategy != "no":
+        eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
+    try:
+        check_dataset_feeds(reward_specs, column_names(train_dataset), is_conversational_dataset(train_dataset))
+    except RewardLookupError as error:
+        raise CliUsageError(str(error)) from None
+
+    reward_funcs = [spec.func for spec in reward_specs]
+    if script_args.reward_model_name_or_path:
+        reward_funcs.insert(0, script_args.reward_model_name_or_path)
+
+    model_init_kwargs = {
+        "revision": model_args.model_revision,
+        "trust_remote_code": training_args.trust_remote_code,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+    }
+    training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
+
+    trainer = variant.trainer_class(
+        model=model_args.model_name_or_path,
+        reward_funcs=reward_funcs,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
+    # top-level model that looks final.
+    trainer.save_model(training_args.output_dir)
+    trainer.create_model_card(dataset_name=script_args.dataset_name)
+    trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+        trainer.accelerator.print(f"Model pushed to https://huggingface.co/{trainer.hub_model_id}.")
+    # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
+    if hasattr(trainer, "end"):
+        trainer.end()
+
+
+def load_splits(script_args, dataset_args) -> DatasetDict:
+    """The dataset's splits, from a `datasets:` mixture (TRL's `DatasetMixtureConfig`) or `--dataset_name`."""
+    try:
+        if dataset_args.datasets:
+            return get_dataset(dataset_args)
+        if not script_args.dataset_name:
+            raise CliUsageError("no dataset: pass --dataset_name (a Hub id or a local folder) or a `datasets:` list.")
+        return load_dataset(
+            script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming
+        )
+    except (DatasetsError, FileNotFoundError, ConnectionError) as error:
+        raise CliUsageError(
+            f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
+            f"{' '.join(str(error).split())}"
+        ) from None
+
+
+def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | IterableDataset:
+    """One split with the column mapping, filter and system prompt applied, checked to have a `prompt` column."""
+    if split_name not in splits:
+        raise CliUsageError(
+            f"dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}."
+        )
+    dataset = splits[split_name]
+    if isinstance(dataset, Dataset) and len(dataset) == 0:
+        raise CliUsageError(f"split {split_name!r} of the dataset is empty.")
+    columns = column_names(dataset)
+    renames = {script_args.prompt_column: "prompt"}
+    if script_args.solution_column:
+        renames[script_args.solution_column] = "solution"
+    for source, target in renames.items():
+        if source not in columns:
+            flag = "prompt_column" if target == "prompt" else "solution_column"
+            hint = "" if source != "prompt" else "; name the prompt column with --prompt_column"
+            raise CliUsageError(
+                f"dataset column {source!r} ({flag}) is missing from split {split_name!r}; it has {columns}{hint}."
+            )
+    for source, target in renames.items():
+        if source != target:
+            if target in columns:
+                dataset = dataset.remove_columns(target)
+            dataset = dataset.rename_column(source, target)
+    dataset = apply_filter(dataset, script_args.dataset_filter)
+    if script_args.system_prompt is not None:
+        dataset = with_system_prompt(dataset, script_args.system_prompt)
+    return dataset
+
+
+def parse_filter(entries: list[str] | None) -> dict[str, set[str]]:
+    allowed: dict[str, set[str]] = {}
+    for entry in entries or []:
+        column, separator, value = entry.partition("=")
+        if not separator or not column:
+            raise CliUsageError(f"dataset_filter entry {entry!r} is not of the form column=value.")
+        allowed.setdefault(column.strip(), set()).add(value.strip())
+    return allowed
+
+
+def apply_filter(dataset, entries: list[str] | None):
+    allowed = parse_filter(entries)
+    if not allowed:
+        return dataset
+    missing = [column for column in allowed if column not in column_names(dataset)]
+    if missing:
+        raise CliUsageError(f"dataset_filter names column(s) {missing}; the dataset has {column_names(dataset)}.")
+    filtered = dataset.filter(lambda row: all(str(row[column]) in values for column, values in allowed.items()))
+    if isinstance(filtered, Dataset) and len(filtered) == 0:
+        raise CliUsageError(f"dataset_filter {entries} keeps no rows; check the values against the dataset.")
+    return filtered
+
+
+def with_system_prompt(dataset, system_prompt: str):
+    if is_conversational_dataset(dataset):
+        raise CliUsageError(
+            "--system_prompt applies to plain-text prompts, but this dataset's prompts are already conversations; "
+            "add the system message to the data instead."
+        )
+
+    def to_conversation(row):
+        return {"prompt": [{"role": "system", "content": system_prompt}, {"role": "user", "content": row["prompt"]}]}
+
+    return dataset.map(to_conversation)
+
+
+def first_row(dataset) -> dict | None:
+    rows = dataset.take(1) if isinstance(dataset, IterableDataset) else dataset.select(range(min(1, len(dataset))))
+    return next(iter(rows), None)
+
+
+def column_names(dataset) -> list[str]:
+    """The dataset's columns; a streamed dataset without declared features shows them in its first row."""
+    if dataset.column_names is not None:
+        return list(dataset.column_names)
+    row = first_row(dataset)
+    return list(row) if row is not None else []
+
+
+def is_conversational_dataset(dataset) -> bool:
+    row = first_row(dataset)
+    return row is not None and isinstance(row["prompt"], list)

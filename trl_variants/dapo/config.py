@@ -1,0 +1,145 @@
+"""`DAPOConfig`: `GRPOConfig` with the DAPO paper's recipe as defaults, plus soft overlong punishment and dynamic
+sampling fields."""
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from ..reliability.config_checks import check_common_fields, require
+
+DYNAMIC_SAMPLING_METRICS_HELP = (
+    '"accuracy" (the first reward function that is not the soft overlong punishment), "total" (the weighted sum '
+    "of all rewards) or the name of one reward function"
+)
+
+
+@dataclass
+class DAPOConfig(GRPOConfig):
+    r"""
+    Configuration for [`DAPOTrainer`]: every [`~trl.GRPOConfig`] field, with DAPO's defaults
+    (https://huggingface.co/papers/2503.14476), plus the fields below.
+
+    Defaults changed relative to `GRPOConfig`:
+        epsilon (`float`, defaults to `0.2`): lower clip range, the paper's epsilon_low.
+        epsilon_high (`float`, defaults to `0.28`): upper clip range ("clip-higher"); must be >= `epsilon`.
+        loss_type (`str`, defaults to `"dapo"`): token-level loss, normalised by the number of completion tokens
+            of the whole generation batch. DAPO requires `"dapo"`.
+        beta (`float`, defaults to `0.0`): no KL penalty, as in the paper. Any value >= 0 is accepted.
+        scale_rewards (`str`, defaults to `"group"`): advantages are (r - group mean) / (group std + eps).
+        mask_truncated_completions (`bool`, defaults to `False`): overlong filtering. Off by default because the
+            paper's published reference run uses the soft overlong punishment instead; filtering would take the
+            truncated samples, and with them the punishment's signal, out of the loss.
+
+    Soft overlong punishment (equation 13 of the paper):
+        overlong_buffer_length (`int` or `None`, defaults to `None`): the punishment buffer L_cache, in tokens.
+            When set, the trainer appends the punishment as an extra reward function named
+            `soft_overlong_punishment`: 0 up to `max_completion_length - overlong_buffer_length` tokens, then
+            falling linearly to `-overlong_penalty_factor` at `max_completion_length`. Range: 0 <
+            `overlong_buffer_length` < `max_completion_length`. `None` disables it.
+        overlong_penalty_factor (`float`, defaults to `1.0`): magnitude of the punishment at L_max. Range: >= 0.
+
+    Dynamic sampling (train mode only; evaluation never filters):
+        dynamic_sampling (`bool`, defaults to `True`): keep only prompt groups whose scores are not all equal,
+            generating more prompts until the batch is full of such informative groups.
+        dynamic_sampling_metric (`str`, defaults to `"accuracy"`): the score that decides whether a group is
+            degenerate: `"accuracy"` (the first reward function that is not the soft overlong punishment),
+            `"total"` (the weighted sum of all rewards) or the name of one reward function.
+        dynamic_sampling_tolerance (`float`, defaults to `1e-6`): a group is degenerate when the max - min of its
+            scores is <= this tolerance, so float noise does not make a group informative. Range: >= 0.
+        dynamic_sampling_max_rounds (`int`, defaults to `4`): most generation rounds per generation batch, the
+            first included. Range: >= 1.
+        dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
+            the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
+            metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
+    """
+
+    epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
+    epsilon_high: float | None = field(
+        default=0.28,
+        metadata={"help": "Upper clip range epsilon_high (DAPO's clip-higher). Range: >= epsilon."},
+    )
+    loss_type: str = field(
+        default="dapo",
+        metadata={"help": 'Loss aggregation. DAPO needs "dapo": token mean over the whole generation batch.'},
+    )
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient. DAPO uses no KL term (0.0). Range: >= 0."})
+    scale_rewards: str = field(
+        default="group",
+        metadata={"help": 'Advantage scaling: "group" divides by the group std, as DAPO does.'},
+    )
+    mask_truncated_completions: bool = field(
+        default=False,
+        metadata={
+            "help": "Overlong filtering: exclude truncated completions from the loss. Off by default because the "
+            "paper's reference run uses the soft overlong punishment instead, which needs truncated samples in "
+            "the loss to act."
+        },
+    )
+    overlong_buffer_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Soft overlong punishment buffer L_cache in tokens. When set, a punishment reward falls "
+            "linearly from 0 at max_completion_length - L_cache to -overlong_penalty_factor at "
+            "max_completion_length. Range: 0 < value < max_completion_length; None disables it."
+        },
+    )
+    overlong_penalty_factor: float = field(
+        default=1.0,
+        metadata={"help": "Magnitude of the soft overlong punishment at max_completion_length. Range: >= 0."},
+    )
+    dynamic_sampling: bool = field(
+        default=True,
+        metadata={"help": "Train only on prompt groups whose scores differ, generating more prompts as needed."},
+    )
+    dynamic_sampling_metric: str = field(
+        default="accuracy",
+        metadata={"help": f"Score that decides whether a group is degenerate: {DYNAMIC_SAMPLING_METRICS_HELP}."},
+    )
+    dynamic_sampling_tolerance: float = field(
+        default=1e-6,
+        metadata={"help": "A group is degenerate when max - min of its scores <= this. Range: >= 0."},
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4,
+        metadata={"help": "Most generation rounds per generation batch, the first included. Range: >= 1."},
+    )
+    dynamic_sampling_on_exhausted: str = field(
+        default="fill",
+        metadata={
+            "help": 'When the rounds run out before the batch is full: "fill" completes it with degenerate groups '
+            '(no signal on the sampling metric) and logs it; "raise" stops with an error.'
+        },
+    )
+
+    def __post_init__(self):
+        check_common_fields(self)
+        require(self.loss_type == "dapo", "loss_type", self.loss_type, '"dapo" (DAPO\'s token-level loss)')
+        if self.overlong_buffer_length is not None:
+            require(
+                isinstance(self.overlong_buffer_length, int)
+                and 0 < self.overlong_buffer_length < self.max_completion_length,
+                "overlong_buffer_length",
+                self.overlong_buffer_length,
+                f"an integer with 0 < value < max_completion_length ({self.max_completion_length}), or None",
+            )
+        require(self.overlong_penalty_factor >= 0, "overlong_penalty_factor", self.overlong_penalty_factor, ">= 0")
+        if self.dynamic_sampling:
+            require(
+                self.dynamic_sampling_tolerance >= 0,
+                "dynamic_sampling_tolerance",
+                self.dynamic_sampling_tolerance,
+                ">= 0",
+            )
+            require(
+                isinstance(self.dynamic_sampling_max_rounds, int) and self.dynamic_sampling_max_rounds >= 1,
+                "dynamic_sampling_max_rounds",
+                self.dynamic_sampling_max_rounds,
+                "an integer >= 1",
+            )
+            require(
+                self.dynamic_sampling_on_exhausted in ("fill", "raise"),
+                "dynamic_sampling_on_exhausted",
+                self.dynamic_sampling_on_exhausted,
+                '"fill" or "raise"',
+            )
+        super().__post_init__()

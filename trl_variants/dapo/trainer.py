@@ -1,0 +1,123 @@
+"""`DAPOTrainer`: DAPO (clip-higher, dynamic sampling, token-level loss, overlong reward shaping) on TRL."""
+
+import copy
+import os
+
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer
+from trl.trainer.utils import get_config_model_id
+
+from .config import DAPOConfig
+from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
+from ..reliability.trainer import ReliabilityMixin
+from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
+from ..dynamic_sampling.trainer import DynamicSamplingMixin
+
+
+class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
+    """
+    Trainer for DAPO (https://huggingface.co/papers/2503.14476).
+
+    Clip-higher (`epsilon_high`) and the token-level loss (`loss_type="dapo"`) are TRL's own and are switched on by
+    [`DAPOConfig`]'s defaults; overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the
+    paper's reference run). Relative to [`~trl.GRPOTrainer`] this class changes:
+
+    - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
+      `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
+      `reward_weights` is given; the caller's config object is left unchanged) and logged as `rewards/soft_overlong_punishment`.
+    - `_generate_and_score_completions` (train mode, `dynamic_sampling=True`): generates rounds until the batch holds
+      only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups; see
+      `trl_variants.dynamic_sampling.trainer`.
+    - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state.
+    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
+      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
+    - The model card is tagged `trl-variants` and `dapo`, cites the paper and lists the settings.
+
+    It accepts exactly the arguments of `GRPOTrainer`.
+    """
+
+    _tag_names = ["trl", TRL_VARIANTS_TAG, "dapo"]
+    _name = "DAPO"
+    _paper = DAPO_PAPER
+
+    def __init__(self, model, reward_funcs=None, args=None, *positional, **kwargs):
+        if args is None:
+            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
+            args = DAPOConfig(f"{model_name.split('/')[-1]}-DAPO")
+        if not isinstance(args, DAPOConfig):
+            raise TypeError(
+                f"DAPOTrainer: args must be a DAPOConfig, got {type(args).__name__}. DAPOConfig carries DAPO's "
+                "defaults and the overlong-punishment and dynamic-sampling fields."
+            )
+        reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
+        super().__init__(model, reward_funcs, args, *positional, **kwargs)
+        self._setup_reliability_checks()
+        self._setup_dynamic_sampling()
+
+    @staticmethod
+    def _with_overlong_punishment(reward_funcs, args: DAPOConfig):
+        if args.overlong_buffer_length is None:
+            return reward_funcs, args
+        if reward_funcs is None:
+            reward_funcs = []
+        elif not isinstance(reward_funcs, list):
+            reward_funcs = [reward_funcs]
+        if any(is_soft_overlong_punishment(func) for func in reward_funcs):
+            raise ValueError(
+                "reward_funcs already contains a soft overlong punishment and overlong_buffer_length="
+                f"{args.overlong_buffer_length} would add a second one; remove it from reward_funcs or set "
+                "overlong_buffer_length=None."
+            )
+        if args.reward_weights is not None:
+            if len(args.reward_weights) != len(reward_funcs):
+                raise ValueError(
+                    f"reward_weights has {len(args.reward_weights)} entries but there are {len(reward_funcs)} reward "
+                    "functions; give one weight per function you pass (the overlong punishment gets weight 1.0)."
+                )
+            # A copy, so that the caller's config can build another trainer.
+            args = copy.copy(args)
+            args.reward_weights = [*args.reward_weights, 1.0]
+        punishment = SoftOverlongPunishment(
+            args.max_completion_length, args.overlong_buffer_length, args.overlong_penalty_factor
+        )
+        return [*reward_funcs, punishment], args
+
+    def _variant_settings(self) -> dict[str, object]:
+        args = self.args
+        settings = {
+            "clip range (epsilon, epsilon_high)": (args.epsilon, args.epsilon_high),
+            "loss_type": args.loss_type,
+            "scale_rewards": args.scale_rewards,
+            "beta": args.beta,
+            "num_generations": args.num_generations,
+            "max_completion_length": args.max_completion_length,
+            "overlong filtering (mask_truncated_completions)": args.mask_truncated_completions,
+            "soft overlong punishment (buffer, factor)": (
+                (args.overlong_buffer_length, args.overlong_penalty_factor)
+                if args.overlong_buffer_length is not None
+                else "off"
+            ),
+            "dynamic_sampling": args.dynamic_sampling,
+        }
+        if args.dynamic_sampling:
+            settings["dynamic sampling (metric, max rounds, on exhausted)"] = (
+                args.dynamic_sampling_metric,
+                args.dynamic_sampling_max_rounds,
+                args.dynamic_sampling_on_exhausted,
+            )
+        return settings
+
+    def _save_checkpoint(self, model, trial):
+        # Written before transformers' own files, so that its `trainer_state.json` stays the last file of a complete
+        # checkpoint and old checkpoints are rotated away only once this one is whole.
+        checkpoint_name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), checkpoint_name)
+        if self.args.should_save:
+            os.makedirs(checkpoint_dir, exist_ok=True)
+        self._save_dynamic_sampling_state(checkpoint_dir)
+        super()._save_checkpoint(model, trial)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self._load_dynamic_sampling_state(checkpoint)

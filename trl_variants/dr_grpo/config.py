@@ -1,0 +1,53 @@
+"""`DrGRPOConfig`: `GRPOConfig` set to Dr.GRPO, with both of its bias removals."""
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from ..reliability.config_checks import check_common_fields, require
+
+
+@dataclass
+class DrGRPOConfig(GRPOConfig):
+    r"""
+    Configuration for [`DrGRPOTrainer`] (Dr.GRPO, https://huggingface.co/papers/2503.20783): every
+    [`~trl.GRPOConfig`] field, with the two settings that make GRPO unbiased fixed.
+
+    TRL's `loss_type="dr_grpo"` on its own removes only the length bias; advantages are still divided by the
+    group std unless `scale_rewards="none"` is also set. This config sets both and rejects anything else.
+
+    Defaults changed relative to `GRPOConfig`:
+        loss_type (`str`, defaults to `"dr_grpo"`): per-token losses are summed and divided by the constant
+            `per_device_train_batch_size * max_completion_length`, not by each completion's length. Only `"dr_grpo"` is
+            accepted.
+        scale_rewards (`str`, defaults to `"none"`): advantage = r - group mean, with no std division. Only
+            `"none"` is accepted.
+        beta (`float`, defaults to `0.0`): no KL term, as in the paper's runs. Any value >= 0 is accepted.
+    """
+
+    loss_type: str = field(
+        default="dr_grpo",
+        metadata={"help": 'Must be "dr_grpo": token sum over a constant normaliser (max_completion_length).'},
+    )
+    scale_rewards: str = field(
+        default="none",
+        metadata={"help": 'Must be "none": advantage = reward - group mean, without the std division.'},
+    )
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient; Dr.GRPO's runs use 0.0. Range: >= 0."})
+
+    def __post_init__(self):
+        check_common_fields(self)
+        require(
+            self.loss_type == "dr_grpo",
+            "loss_type",
+            self.loss_type,
+            '"dr_grpo" (Dr.GRPO removes the per-completion length normalisation)',
+        )
+        # TRL also accepts the booleans True/False for scale_rewards; False means "none".
+        require(
+            self.scale_rewards in ("none", False),
+            "scale_rewards",
+            self.scale_rewards,
+            '"none" (Dr.GRPO removes the std division; "group" or "batch" would bring it back)',
+        )
+        super().__post_init__()

@@ -1,0 +1,54 @@
+"""`DrGRPOTrainer`: GRPO without its length and difficulty biases (Dr.GRPO)."""
+
+from trl import GRPOTrainer
+from trl.trainer.utils import get_config_model_id
+
+from .config import DrGRPOConfig
+from ..model_card import DR_GRPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
+from ..reliability.trainer import ReliabilityMixin
+
+
+class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
+    """
+    Trainer for Dr.GRPO (https://huggingface.co/papers/2503.20783).
+
+    Relative to [`~trl.GRPOTrainer`] the loss and advantages are untouched: the algorithm lives entirely in
+    [`DrGRPOConfig`], which fixes `loss_type="dr_grpo"` (token sum over the constant
+    `max_completion_length`, removing the length bias) and `scale_rewards="none"` (advantage = reward - group
+    mean, removing the std-division difficulty bias). What this class adds:
+
+    - `args` must be a `DrGRPOConfig` (a plain `GRPOConfig` could silently keep either bias); `args=None` builds
+      one named after the model.
+    - The model card is tagged `trl-variants` and `dr-grpo`, cites the paper and lists the settings.
+    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
+      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
+
+    It accepts exactly the arguments of `GRPOTrainer`.
+    """
+
+    _tag_names = ["trl", TRL_VARIANTS_TAG, "dr-grpo"]
+    _name = "Dr. GRPO"
+    _paper = DR_GRPO_PAPER
+
+    def __init__(self, model, reward_funcs=None, args=None, *positional, **kwargs):
+        if args is None:
+            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
+            args = DrGRPOConfig(f"{model_name.split('/')[-1]}-Dr-GRPO")
+        if not isinstance(args, DrGRPOConfig):
+            raise TypeError(
+                f"DrGRPOTrainer: args must be a DrGRPOConfig, got {type(args).__name__}. A GRPOConfig with "
+                'loss_type="dr_grpo" still divides advantages by the group std unless scale_rewards="none"; '
+                "DrGRPOConfig sets both."
+            )
+        super().__init__(model, reward_funcs, args, *positional, **kwargs)
+        self._setup_reliability_checks()
+
+    def _variant_settings(self) -> dict[str, object]:
+        return {
+            "loss_type": self.args.loss_type,
+            "scale_rewards": self.args.scale_rewards,
+            "loss normaliser (max_completion_length)": self.args.max_completion_length,
+            "epsilon": self.args.epsilon,
+            "beta": self.args.beta,
+            "num_generations": self.args.num_generations,
+        }

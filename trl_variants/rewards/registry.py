@@ -1,0 +1,158 @@
+"""Reward functions the command line can name, and the dataset columns each one reads.
+
+`trl-variants dapo --reward_funcs dapo_accuracy think_format_reward` looks names up here. A dotted import path
+(`my_package.rewards.my_reward`) is accepted too, as TRL's own `trl grpo` does; its required columns are read
+from its signature. The soft overlong punishment is deliberately not a name: `DAPOConfig.overlong_buffer_length`
+adds it with the right lengths, and a second copy would punish twice.
+"""
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trl.rewards import accuracy_reward, reasoning_accuracy_reward, think_format_reward
+
+from .accuracy import dapo_accuracy_reward
+
+# Keyword arguments TRL passes to every reward function; anything else a function requires is a dataset column.
+TRAINER_PROVIDED_ARGUMENTS = frozenset(
+    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
+)
+
+OVERLONG_NAMES = frozenset({"soft_overlong_punishment", "get_soft_overlong_punishment", "overlong_punishment"})
+
+
+class RewardLookupError(ValueError):
+    """A reward name that is neither registered nor importable, or a dataset that cannot feed a reward."""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registered reward function and what it needs from the dataset.
+
+    `columns`: with `needs_every_column=False` the reward reads its gold answer from whichever of these columns
+    exists; with `True` it needs each of them. An empty tuple means it reads no column. `chat_only`: the reward
+    reads completions as chat messages, so prompts must be conversational.
+    """
+
+    name: str
+    func: Callable
+    columns: tuple[str, ...]
+    chat_only: bool
+    summary: str
+    needs_every_column: bool = False
+
+
+REWARD_REGISTRY: dict[str, RewardSpec] = {
+    spec.name: spec
+    for spec in (
+        RewardSpec(
+            "dapo_accuracy",
+            dapo_accuracy_reward,
+            ("solution", "answer"),
+            chat_only=False,
+            summary="DAPO's +1/-1 rule reward on the last 'Answer:' line or \\boxed{} (column solution or answer)",
+        ),
+        RewardSpec(
+            "accuracy_reward",
+            accuracy_reward,
+            ("solution",),
+            chat_only=True,
+            summary="TRL's math-verify accuracy, 1/0 (column solution; conversational prompts)",
+        ),
+        RewardSpec(
+            "reasoning_accuracy_reward",
+            reasoning_accuracy_reward,
+            ("solution",),
+            chat_only=True,
+            summary="TRL's accuracy on the text after the reasoning block (column solution; conversational prompts)",
+        ),
+        RewardSpec(
+            "think_format_reward",
+            think_format_reward,
+            (),
+            chat_only=True,
+            summary="TRL's <think>...</think> format check, 1/0 (conversational prompts)",
+        ),
+    )
+}
+
+
+def accepted_names_text() -> str:
+    return ", ".join(REWARD_REGISTRY) + " or a dotted import path such as my_package.rewards.my_reward"
+
+
+def resolve_reward(name: str) -> RewardSpec:
+    """The spec for a registered name or a dotted import path; `RewardLookupError` names what is accepted."""
+    if name in REWARD_REGISTRY:
+        return REWARD_REGISTRY[name]
+    if name in OVERLONG_NAMES:
+        raise RewardLookupError(
+            f"reward_funcs: {name!r} is not a reward name; DAPO's soft overlong punishment is added by "
+            "`trl-variants dapo --overlong_buffer_length N` (DAPOConfig), which sizes it from max_completion_length. "
+            f"Accepted reward names: {accepted_names_text()}."
+        )
+    if "." in name:
+        return _import_reward(name)
+    raise RewardLookupError(f"reward_funcs: unknown reward {name!r}; accepted: {accepted_names_text()}.")
+
+
+def _import_reward(dotted_path: str) -> RewardSpec:
+    module_path, attribute = dotted_path.rsplit(".", 1)
+    # Like `trl grpo`, a module next to the recipe (the working directory) can be named without installing it.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        func = getattr(importlib.import_module(module_path), attribute)
+    except (ImportError, AttributeError) as error:
+        raise RewardLookupError(
+            f"reward_funcs: cannot import {dotted_path!r} ({error}); accepted: {accepted_names_text()}."
+        ) from None
+    if not callable(func):
+        raise RewardLookupError(f"reward_funcs: {dotted_path!r} is a {type(func).__name__}, not a function.")
+    return RewardSpec(
+        dotted_path, func, _required_columns(func), chat_only=False, summary="imported", needs_every_column=True
+    )
+
+
+def _required_columns(func: Callable) -> tuple[str, ...]:
+    """Parameters without a default that the trainer does not provide: TRL fills them from dataset columns."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        parameter.name
+        for parameter in parameters
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and parameter.name not in TRAINER_PROVIDED_ARGUMENTS
+    )
+
+
+def check_dataset_feeds(specs: list[RewardSpec], column_names: list[str], conversational: bool) -> None:
+    """Raises `RewardLookupError` when the dataset lacks a column a reward reads, or has plain-text prompts for a
+    reward that reads chat messages."""
+    for spec in specs:
+        if spec.needs_every_column:
+            missing = [column for column in spec.columns if column not in column_names]
+            if missing:
+                raise RewardLookupError(
+                    f"reward {spec.name!r} needs dataset column(s) {missing}; the dataset has {column_names}. "
+                    "Rename the column or map it with --solution_column."
+                )
+        elif spec.columns and not set(spec.columns) & set(column_names):
+            wanted = " or ".join(repr(column) for column in spec.columns)
+            raise RewardLookupError(
+                f"reward {spec.name!r} needs the gold answers in dataset column {wanted}; the dataset has "
+                f"{column_names}. Point --solution_column at the column that holds them."
+            )
+        if spec.chat_only and not conversational:
+            raise RewardLookupError(
+                f"reward {spec.name!r} reads completions as chat messages, but the dataset's prompts are plain "
+                "text; set --system_prompt (which makes prompts conversational), use a conversational dataset, or "
+                "use dapo_accuracy."
+            )
