@@ -5,13 +5,13 @@ import os
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
-from trl.trainer.utils import get_config_model_id
 
-from .config import DAPOConfig
+from ..dynamic_sampling.trainer import DynamicSamplingMixin
 from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
 from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
-from ..dynamic_sampling.trainer import DynamicSamplingMixin
+from ..variant_args import variant_args
+from .config import DAPOConfig
 
 
 class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
@@ -41,14 +41,14 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     _paper = DAPO_PAPER
 
     def __init__(self, model, reward_funcs=None, args=None, *positional, **kwargs):
-        if args is None:
-            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
-            args = DAPOConfig(f"{model_name.split('/')[-1]}-DAPO")
-        if not isinstance(args, DAPOConfig):
-            raise TypeError(
-                f"DAPOTrainer: args must be a DAPOConfig, got {type(args).__name__}. DAPOConfig carries DAPO's "
-                "defaults and the overlong-punishment and dynamic-sampling fields."
-            )
+        args = variant_args(
+            "DAPOTrainer",
+            DAPOConfig,
+            model,
+            args,
+            run_suffix="DAPO",
+            why="DAPOConfig carries DAPO's defaults and the overlong-punishment and dynamic-sampling fields.",
+        )
         reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
         self._setup_reliability_checks()

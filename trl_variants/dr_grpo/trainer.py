@@ -1,11 +1,11 @@
 """`DrGRPOTrainer`: GRPO without its length and difficulty biases (Dr.GRPO)."""
 
 from trl import GRPOTrainer
-from trl.trainer.utils import get_config_model_id
 
-from .config import DrGRPOConfig
 from ..model_card import DR_GRPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
+from ..variant_args import variant_args
+from .config import DrGRPOConfig
 
 
 class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
@@ -31,15 +31,15 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     _paper = DR_GRPO_PAPER
 
     def __init__(self, model, reward_funcs=None, args=None, *positional, **kwargs):
-        if args is None:
-            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
-            args = DrGRPOConfig(f"{model_name.split('/')[-1]}-Dr-GRPO")
-        if not isinstance(args, DrGRPOConfig):
-            raise TypeError(
-                f"DrGRPOTrainer: args must be a DrGRPOConfig, got {type(args).__name__}. A GRPOConfig with "
-                'loss_type="dr_grpo" still divides advantages by the group std unless scale_rewards="none"; '
-                "DrGRPOConfig sets both."
-            )
+        args = variant_args(
+            "DrGRPOTrainer",
+            DrGRPOConfig,
+            model,
+            args,
+            run_suffix="Dr-GRPO",
+            why='A GRPOConfig with loss_type="dr_grpo" still divides advantages by the group std unless '
+            'scale_rewards="none"; DrGRPOConfig sets both.',
+        )
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
         self._setup_reliability_checks()
 
