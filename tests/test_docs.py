@@ -4,12 +4,16 @@ Convention (stated in docs/index.md): a fenced block whose info string is `pytho
 file, each block in a fresh namespace with the working directory set to a temporary folder. Other `python` blocks
 are illustrations (they need a GPU, a network or a cluster) and are only checked to parse.
 
-It also checks that docs/troubleshooting.md quotes every error message in `trl_variants` and that
-docs/config_reference.md has a row for every field the configs add, change or re-declare.
+It also checks that docs/troubleshooting.md quotes every error message in `trl_variants`, that
+docs/config_reference.md has a row for every field the configs add, change or re-declare, that every
+`trl_variants` path the docs name exists, and that the README's demo table is what the demo prints.
 """
 
 import ast
 import dataclasses
+import importlib
+import importlib.util
+import io
 import re
 from pathlib import Path
 
@@ -253,3 +257,59 @@ def test_readme_test_command_is_the_ci_command():
     assert len(ci_commands) == 1, ci_commands
     assert "pytest" in ci_commands[0]
     assert readme_setup_commands()[1] == ci_commands[0]
+
+
+# `trl_variants.a.b` or `trl_variants/a/b.py` in prose or code; the dotted form may end in an attribute.
+MODULE_PATH = re.compile(r"\btrl_variants(?:\.[A-Za-z_]\w*)+|\btrl_variants(?:/\w+)+(?:\.py)?")
+
+
+def resolves(reference: str) -> bool:
+    if "/" in reference:
+        return (REPO / reference).exists()
+    parts = reference.split(".")
+    for split in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:split])
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        target = importlib.import_module(module_name)
+        for attribute in parts[split:]:
+            if not hasattr(target, attribute):
+                return False
+            target = getattr(target, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda path: str(path.relative_to(REPO)))
+def test_module_paths_exist(path):
+    """Every module, file or attribute path the docs name under `trl_variants` exists in the package."""
+    text = path.read_text(encoding="utf-8")
+    missing = sorted({reference for reference in MODULE_PATH.findall(text) if not resolves(reference)})
+    assert not missing, f"{path.name} names paths that do not exist: {missing}"
+
+
+DEMO_TABLE_ROW = re.compile(
+    r"^\s*(?P<label>(?:held-out|train) accuracy \(\d+ problems\))\s+(?P<before>\d\.\d\d)\s+(?P<after>\d\.\d\d)\s*$"
+)
+
+
+def test_readme_demo_table_is_what_the_demo_prints(tmp_path):
+    """The README's before/after table equals the demo's own report at its defaults (seed 0, default steps)."""
+    from trl_variants.cli.demo import print_report, run_demo
+
+    readme_rows = {
+        match["label"]: (match["before"], match["after"])
+        for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+        if (match := DEMO_TABLE_ROW.match(line))
+    }
+    assert len(readme_rows) == 2, f"README.md should hold the demo's two table rows, found {readme_rows}"
+    result = run_demo(output_dir=str(tmp_path / "demo"), show_progress=False, out=io.StringIO())
+    report = io.StringIO()
+    print_report(result, report)
+    printed_rows = {
+        match["label"]: (match["before"], match["after"])
+        for line in report.getvalue().splitlines()
+        if (match := DEMO_TABLE_ROW.match(line))
+    }
+    assert printed_rows == readme_rows
+    assert result.held_out_accuracy_after >= result.held_out_accuracy_before + 0.15, result

@@ -1,7 +1,6 @@
 """`trl-variants demo`: every artifact is written, the policy really improves, and the output folder is never left
 half-written."""
 
-import io
 import json
 import signal
 import subprocess
@@ -55,12 +54,6 @@ def test_demo_writes_every_artifact_and_replaces_its_earlier_output(tmp_path, ca
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     reloaded = greedy_accuracy(model, tokenizer, held_out_problems(seed=1))
     assert reloaded == pytest.approx(summary["held_out_accuracy_after"])
-
-
-def test_demo_policy_improves_on_held_out_problems(tmp_path):
-    """A shortened demo run: the held-out greedy accuracy of the trained policy clearly beats the warm start."""
-    result = run_demo(steps=100, seed=0, output_dir=str(tmp_path / "out"), show_progress=False, out=io.StringIO())
-    assert result.held_out_accuracy_after >= result.held_out_accuracy_before + 0.15, result
 
 
 def test_demo_variant_flag_switches_the_trainer(tmp_path, capsys):
