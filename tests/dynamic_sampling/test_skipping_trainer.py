@@ -232,3 +232,22 @@ def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_
     assert checkpoint_problems(str(checkpoint)) == [
         f"{HISTORY_FILE} is missing although the run skipped degenerate prompts"
     ]
+
+
+@pytest.mark.parametrize("remove_unused_columns", [False, True])
+def test_every_dataloader_row_carries_its_dataset_index(task, tmp_path, remove_unused_columns):
+    """The index reaches the skip hook whether or not transformers removes unused columns, and is the row's own."""
+    config = skip_config(tmp_path, max_steps=1, remove_unused_columns=remove_unused_columns)
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[IndexBlindReward(G)])
+    seen = []
+    skip_hook = trainer._skip_predicted_degenerate
+
+    def recording_skip_hook(all_inputs):
+        seen.extend((row[ROW_INDEX_KEY], row["prompt"]) for row in all_inputs)
+        return skip_hook(all_inputs)
+
+    trainer._skip_predicted_degenerate = recording_skip_hook
+    trainer.train()
+    assert len(seen) == 16
+    prompts = task.train_dataset["prompt"]
+    assert all(prompts[index] == prompt for index, prompt in seen)
