@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig
+from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
 from trl_variants.dynamic_sampling.skipping import (
     ALL_CORRECT,
     ALL_WRONG,
@@ -21,7 +22,6 @@ from trl_variants.dynamic_sampling.skipping import (
     group_outcomes,
     pick_prompts,
 )
-from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
 
 
 def outcomes_of(rows: list[list[float]]) -> list[int]:

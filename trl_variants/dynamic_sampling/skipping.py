@@ -95,9 +95,7 @@ class PromptHistory:
         self.streak, self.kind = streak.astype(np.uint8), kind.astype(np.int8)
 
 
-def explore_probabilities(
-    history: PromptHistory, indices, p_easy: float, p_hard: float, floor: float
-) -> np.ndarray:
+def explore_probabilities(history: PromptHistory, indices, p_easy: float, p_hard: float, floor: float) -> np.ndarray:
     """Probability that each of `indices` is generated: 1 without a streak, else `max(p ** streak, floor)`.
 
     Unknown rows (index < 0) are always generated.
