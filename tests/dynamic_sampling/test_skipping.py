@@ -181,3 +181,16 @@ def test_skipping_defaults(tmp_path):
     assert config.skip_degenerate_prompts is False
     assert (config.skip_target_degenerate_share, config.skip_probability_step) == (0.25, 0.01)
     assert config.skip_min_explore_probability == 0.01
+
+
+def test_indexed_rows_add_the_index_to_single_and_batched_reads():
+    from datasets import Dataset
+
+    from trl_variants.dynamic_sampling.skipping_trainer import ROW_INDEX_KEY, IndexedRows
+
+    plain = IndexedRows([{"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}])  # no __getitems__
+    arrow = IndexedRows(Dataset.from_dict({"prompt": ["a", "b", "c"]}))  # batched __getitems__
+    for rows in (plain, arrow):
+        assert len(rows) == 3
+        assert rows[1] == {"prompt": "b", ROW_INDEX_KEY: 1}
+        assert rows.__getitems__([2, 0]) == [{"prompt": "c", ROW_INDEX_KEY: 2}, {"prompt": "a", ROW_INDEX_KEY: 0}]

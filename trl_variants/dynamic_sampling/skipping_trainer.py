@@ -104,11 +104,12 @@ class PromptSkippingMixin:
         self._reset_step_skipping()
         group_size = self.num_generations
         rows = [{k: v for k, v in row.items() if k != ROW_INDEX_KEY} for row in all_inputs]
+        starts = range(0, len(all_inputs), group_size)
+        # -1 marks a row without an index (never skipped, never recorded).
+        first = [int(all_inputs[start].get(ROW_INDEX_KEY, -1)) for start in starts]
         groups = {}
-        for start in range(0, len(all_inputs), group_size):
-            index = int(all_inputs[start].get(ROW_INDEX_KEY, -1))
+        for index, start in zip(first, starts, strict=True):
             groups.setdefault(index, []).append(rows[start : start + group_size])
-        first = [int(all_inputs[start].get(ROW_INDEX_KEY, -1)) for start in range(0, len(all_inputs), group_size)]
         picked = self._pick(first, len(first))
         kept_rows = []
         for index in picked.prompts:
