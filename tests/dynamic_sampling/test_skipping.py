@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from datasets import Dataset
 
 from trl_variants import DAPOConfig
 from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
@@ -22,6 +23,7 @@ from trl_variants.dynamic_sampling.skipping import (
     group_outcomes,
     pick_prompts,
 )
+from trl_variants.dynamic_sampling.skipping_trainer import ROW_INDEX_KEY, IndexedRows
 
 
 def outcomes_of(rows: list[list[float]]) -> list[int]:
@@ -184,10 +186,6 @@ def test_skipping_defaults(tmp_path):
 
 
 def test_indexed_rows_add_the_index_to_single_and_batched_reads():
-    from datasets import Dataset
-
-    from trl_variants.dynamic_sampling.skipping_trainer import ROW_INDEX_KEY, IndexedRows
-
     plain = IndexedRows([{"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}])  # no __getitems__
     arrow = IndexedRows(Dataset.from_dict({"prompt": ["a", "b", "c"]}))  # batched __getitems__
     for rows in (plain, arrow):
