@@ -1,8 +1,10 @@
 """Dynamic sampling across two processes (CPU, gloo), launched with torchrun.
 
-tests/dynamic_sampling/scripts/two_process.py trains with a half-degenerate reward and then with an
-always-degenerate one, and each rank records its keep/drop decisions and the rows it trained on. The ranks must
-agree on every decision, train on equal, disjoint shares of the same batch, and finish without hanging.
+tests/dynamic_sampling/scripts/two_process.py trains with a half-degenerate reward, then with an
+always-degenerate one, then with the half-degenerate one and prompt skipping; each rank records its keep/drop
+decisions, the rows it trained on and, when skipping, its prompt history and skip decisions. The ranks must agree
+on every decision and on the history, train on equal, disjoint shares of the same batch, and finish without
+hanging.
 """
 
 import json
@@ -61,11 +63,11 @@ def two_process_records(tmp_path_factory):
     assert process.returncode == 0, output[-4000:]
     return {
         run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
-        for run in ("half", "exhausted")
+        for run in ("half", "exhausted", "skipping")
     }
 
 
-@pytest.mark.parametrize("run", ["half", "exhausted"])
+@pytest.mark.parametrize("run", ["half", "exhausted", "skipping"])
 def test_ranks_take_identical_decisions_and_train_equal_shares(two_process_records, run):
     ranks = two_process_records[run]
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["num_processes"] == NUM_PROCESSES for r in ranks)
@@ -114,3 +116,14 @@ def test_exhausted_run_fills_with_degenerate_groups(two_process_records):
         assert entry["dynamic_sampling/rounds"] == MAX_ROUNDS
     for rank in two_process_records["exhausted"]:
         assert all(a == 0 for step in rank["local_rows"] for a in step["advantages"])
+
+
+def test_ranks_hold_identical_prompt_history_and_skip_decisions(two_process_records):
+    first, second = two_process_records["skipping"]
+    assert first["history"] is not None and first["history"] == second["history"]
+    assert first["explore_p"] == second["explore_p"]
+    assert first["picks"] == second["picks"]
+    assert sum(len(pick["skipped"]) for pick in first["picks"]) > 0, "the run must have skipped prompts"
+    assert max(first["history"]["streak"]) >= 1
+    logged = sum(entry["dynamic_sampling/skipped_prompts"] for entry in first["logs"])
+    assert logged == sum(len(pick["skipped"]) for pick in first["picks"])

@@ -51,6 +51,18 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
             the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
             metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
+        skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts whose recent
+            groups were all degenerate (GRESO, https://arxiv.org/abs/2506.02177). A prompt degenerate on its last
+            k visits, all correct or all wrong, is generated with probability max(p^k,
+            `skip_min_explore_probability`) and otherwise replaced by another prompt; p is adapted per kind. Needs
+            `dynamic_sampling=True`. See docs/dynamic_sampling.md.
+        skip_target_degenerate_share (`float`, defaults to `0.25`): share of generated groups that may be
+            degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
+            skipping) while its share is above half this target and rises while it is below. Range: 0 <= value < 1.
+        skip_probability_step (`float`, defaults to `0.01`): how far p moves per step. Range: 0 < value <= 1.
+        skip_min_explore_probability (`float`, defaults to `0.01`): the least probability with which a prompt
+            predicted degenerate is still generated, so that prompts which became informative again are found.
+            Range: 0 < value <= 1.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
@@ -111,6 +123,31 @@ class DAPOConfig(GRPOConfig):
         },
     )
 
+    skip_degenerate_prompts: bool = field(
+        default=False,
+        metadata={
+            "help": "Skip, before generation, prompts whose last k groups were all correct or all wrong, with "
+            "probability 1 - max(p^k, skip_min_explore_probability). Needs dynamic_sampling=True."
+        },
+    )
+    skip_target_degenerate_share: float = field(
+        default=0.25,
+        metadata={
+            "help": "Share of generated groups that may be degenerate (half all-correct, half all-wrong); p of each "
+            "kind is adapted toward it. Range: 0 <= value < 1."
+        },
+    )
+    skip_probability_step: float = field(
+        default=0.01,
+        metadata={"help": "How far the explore probability p moves per step. Range: 0 < value <= 1."},
+    )
+    skip_min_explore_probability: float = field(
+        default=0.01,
+        metadata={
+            "help": "Least probability with which a prompt predicted degenerate is still generated. Range: 0 < value <= 1."
+        },
+    )
+
     def __post_init__(self):
         check_common_fields(self)
         require(self.loss_type == "dapo", "loss_type", self.loss_type, '"dapo" (DAPO\'s token-level loss)')
@@ -141,5 +178,30 @@ class DAPOConfig(GRPOConfig):
                 "dynamic_sampling_on_exhausted",
                 self.dynamic_sampling_on_exhausted,
                 '"fill" or "raise"',
+            )
+        if self.skip_degenerate_prompts:
+            require(
+                self.dynamic_sampling,
+                "skip_degenerate_prompts",
+                self.skip_degenerate_prompts,
+                "False when dynamic_sampling=False (skipping uses dynamic sampling's rounds and degeneracy metric)",
+            )
+            require(
+                0 <= self.skip_target_degenerate_share < 1,
+                "skip_target_degenerate_share",
+                self.skip_target_degenerate_share,
+                "a value with 0 <= value < 1",
+            )
+            require(
+                0 < self.skip_probability_step <= 1,
+                "skip_probability_step",
+                self.skip_probability_step,
+                "a value with 0 < value <= 1",
+            )
+            require(
+                0 < self.skip_min_explore_probability <= 1,
+                "skip_min_explore_probability",
+                self.skip_min_explore_probability,
+                "a value with 0 < value <= 1 (0 would stop exploring skipped prompts for good)",
             )
         super().__post_init__()

@@ -28,7 +28,10 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `_generate_and_score_completions` (train mode, `dynamic_sampling=True`): generates rounds until the batch holds
       only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups; see
       `trl_variants.dynamic_sampling.trainer`.
-    - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state.
+    - `skip_degenerate_prompts=True`: prompts whose history predicts a degenerate group are skipped before
+      generation and replaced by refill prompts; see `trl_variants.dynamic_sampling.skipping`.
+    - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state
+      (with the per-prompt history when skipping).
     - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
       all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
     - The model card is tagged `trl-variants` and `dapo`, cites the paper and lists the settings.
@@ -105,6 +108,12 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_max_rounds,
                 args.dynamic_sampling_on_exhausted,
             )
+            if args.skip_degenerate_prompts:
+                settings["skip degenerate prompts (target share, p step, min explore probability)"] = (
+                    args.skip_target_degenerate_share,
+                    args.skip_probability_step,
+                    args.skip_min_explore_probability,
+                )
         return settings
 
     def _save_checkpoint(self, model, trial):

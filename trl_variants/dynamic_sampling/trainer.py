@@ -31,6 +31,7 @@ from .selection import (
     informative_group_mask,
     select_groups,
 )
+from .skipping_trainer import PromptSkippingMixin
 from ..rewards.overlong import is_soft_overlong_punishment
 
 logger = logging.get_logger(__name__)
@@ -56,9 +57,10 @@ class DynamicSamplingExhaustedError(RuntimeError):
     """Raised when `dynamic_sampling_on_exhausted="raise"` and the rounds ran out before the batch was full."""
 
 
-class DynamicSamplingMixin:
+class DynamicSamplingMixin(PromptSkippingMixin):
     """Adds DAPO's dynamic sampling to a `GRPOTrainer` subclass by overriding `_generate_and_score_completions`
-    in train mode; evaluation is never filtered."""
+    in train mode; evaluation is never filtered. With `skip_degenerate_prompts`, prompts predicted degenerate are
+    skipped before generation (`PromptSkippingMixin`)."""
 
     def _setup_dynamic_sampling(self) -> None:
         args = self.args
@@ -93,6 +95,7 @@ class DynamicSamplingMixin:
                 "image prompts."
             )
         self._refill_sampler = RefillSampler(dataset_size=len(dataset), seed=args.seed + 1)
+        self._setup_prompt_skipping()
 
     def _resolve_sampling_metric(self, metric: str) -> int | None:
         """Index of the reward column that decides degeneracy, or `None` for the weighted total."""
@@ -127,7 +130,7 @@ class DynamicSamplingMixin:
 
     def _sample_informative_batch(self, inputs: list[dict]) -> list[GeneratedRow]:
         args, group_size = self.args, self.num_generations
-        all_inputs = gather_object(inputs)
+        all_inputs = self._skip_predicted_degenerate(gather_object(inputs))
         batch_groups = len(all_inputs) // group_size
         granularity = group_granularity(group_size, self.accelerator.num_processes)
         extra_groups = first_round_extra_groups(batch_groups, self._pass_rate.estimate, granularity)
@@ -176,6 +179,7 @@ class DynamicSamplingMixin:
             )
         all_correct, all_wrong = degenerate_outcomes(all_scores, informative)
         self._pass_rate.update(found, seen)
+        self._record_prompt_outcomes(all_scores, informative)
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
@@ -191,7 +195,7 @@ class DynamicSamplingMixin:
     def _draw_refill_rows(self, num_groups: int) -> list[dict]:
         if num_groups == 0:
             return []
-        indices = self._refill_sampler.draw(num_groups)
+        indices = self._draw_prompt_indices(num_groups)
         return [dict(self.train_dataset[index]) for index in indices for _ in range(self.num_generations)]
 
     def _generate_round(self, global_rows: list[dict]) -> tuple[list[GeneratedRow], torch.Tensor]:
@@ -277,12 +281,14 @@ class DynamicSamplingMixin:
         return {
             "refill_sampler": self._refill_sampler.state_dict() if self._refill_sampler else None,
             "pass_rate_estimate": self._pass_rate.estimate,
+            "skipping": self._skipping_state(),
         }
 
     def _save_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         if self.args.dynamic_sampling and self.args.should_save:
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
                 json.dump(self._dynamic_sampling_state(), state_file)
+            self._save_prompt_history(checkpoint_dir)
 
     def _load_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, STATE_FILE)
@@ -293,3 +299,4 @@ class DynamicSamplingMixin:
         if state["refill_sampler"] is not None and self._refill_sampler is not None:
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
+        self._load_skipping_state(state.get("skipping"), checkpoint_dir)

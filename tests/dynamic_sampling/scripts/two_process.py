@@ -3,9 +3,10 @@ keep/drop decision and the rows each process trains on.
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process.py --out DIR
 
-Two runs follow each other in the same process group: one with a reward that makes about half the groups
-degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling. Each rank
-writes `DIR/<run>_rank<r>.json`; tests/test_dynamic_sampling_multiprocess.py compares the ranks.
+Three runs follow each other in the same process group: one with a reward that makes about half the groups
+degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, and the first
+again with `skip_degenerate_prompts=True`, which also records each rank's prompt history and skip decisions. Each
+rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
 import argparse
@@ -44,7 +45,7 @@ def recording_select_groups(informative, batch_groups, fill):
 sampling_rounds.select_groups = recording_select_groups
 
 
-def run(name: str, reward, task, out_dir: Path) -> None:
+def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
     decisions.clear()
     config = DAPOConfig(
         str(out_dir / name),
@@ -60,6 +61,7 @@ def run(name: str, reward, task, out_dir: Path) -> None:
         save_strategy="no",
         seed=0,
         dynamic_sampling_max_rounds=MAX_ROUNDS,
+        **config_overrides,
     )
     trainer = DAPOTrainer(
         task.model, [reward], args=config, train_dataset=task.train_dataset, processing_class=task.tokenizer
@@ -98,6 +100,16 @@ def run(name: str, reward, task, out_dir: Path) -> None:
     trainer._sample_informative_batch = recording_sample_informative
     trainer._generate_and_score_completions = recording_generate_and_score
     trainer._compute_loss = recording_compute_loss
+    picks = []
+    if trainer._prompt_history is not None:
+        pick = trainer._pick
+
+        def recording_pick(first, needed):
+            picked = pick(first, needed)
+            picks.append({"first": list(first), "prompts": picked.prompts, "skipped": picked.skipped})
+            return picked
+
+        trainer._pick = recording_pick
     trainer.train()
 
     record = {
@@ -108,6 +120,11 @@ def run(name: str, reward, task, out_dir: Path) -> None:
         "batches": batches,
         "local_rows": local_rows,
         "loss_rows": loss_rows,
+        "picks": picks,
+        "history": None
+        if trainer._prompt_history is None
+        else {name: array.tolist() for name, array in trainer._prompt_history.arrays().items()},
+        "explore_p": getattr(trainer, "_explore_p", None),
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
             for entry in trainer.state.log_history
@@ -127,6 +144,11 @@ def main() -> None:
     task = make_toy_task(seed=0, warm_start_steps=10)
     run("half", HalfDegenerateReward(NUM_GENERATIONS), task, args.out)
     run("exhausted", ConstantReward(), task, args.out)
+    # A large step takes p to its floor after the first step, so that the short run skips prompts.
+    run(
+        "skipping", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
+        skip_degenerate_prompts=True, skip_probability_step=0.5,
+    )  # fmt: skip
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
         torch.distributed.barrier()

@@ -1,0 +1,209 @@
+"""Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rule is in `skipping`.
+
+`DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the gathered dataloader batch,
+`_draw_prompt_indices` for refill prompts, `_record_prompt_outcomes` once a step's groups are scored, and the
+state save/load. Everything is decided from gathered data and from a random generator seeded by the run's seed and
+a draw counter, so every process holds the same history and takes the same decisions.
+
+Dataset rows carry no index in TRL, so the training dataloader is built over `IndexedRows`, which adds the row's
+dataset index under `ROW_INDEX_KEY`; the key is taken off the rows as soon as the batch is gathered, so neither
+reward functions nor TRL ever see it.
+"""
+
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+from transformers.utils import logging
+
+from .skipping import (
+    INITIAL_EXPLORE_PROBABILITY,
+    PromptHistory,
+    adapt_explore_probability,
+    explore_probabilities,
+    group_outcomes,
+    pick_prompts,
+)
+
+logger = logging.get_logger(__name__)
+
+HISTORY_FILE = "dynamic_sampling_prompt_history.npz"
+ROW_INDEX_KEY = "_trl_variants_row_index"
+# Mixed into the seed of the skip decisions' generator, so they draw a stream of their own.
+_SKIP_STREAM = 0x5C1B
+
+
+class IndexedRows(Dataset):
+    """A map-style dataset whose rows are the wrapped dataset's rows plus their index under `ROW_INDEX_KEY`."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        return {**self.dataset[index], ROW_INDEX_KEY: int(index)}
+
+    def __getitems__(self, indices):
+        # `datasets.Dataset` fetches a whole batch at once; keep that speed when it can.
+        getitems = getattr(self.dataset, "__getitems__", None)
+        rows = getitems(indices) if getitems is not None else [self.dataset[i] for i in indices]
+        return [{**row, ROW_INDEX_KEY: int(i)} for row, i in zip(rows, indices, strict=True)]
+
+
+class PromptSkippingMixin:
+    """Skips prompts whose history says they are degenerate, before generating them. Used by
+    `DynamicSamplingMixin`; every hook is a no-op when `skip_degenerate_prompts=False`."""
+
+    def _setup_prompt_skipping(self) -> None:
+        args = self.args
+        self._prompt_history = None
+        if not getattr(args, "skip_degenerate_prompts", False) or self._refill_sampler is None:
+            return
+        if ROW_INDEX_KEY in (getattr(self.train_dataset, "column_names", None) or []):
+            raise ValueError(
+                f"skip_degenerate_prompts=True marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset "
+                "already has; rename that column or set skip_degenerate_prompts=False."
+            )
+        self._prompt_history = PromptHistory(len(self.train_dataset))
+        self._explore_p = {"easy": INITIAL_EXPLORE_PROBABILITY, "hard": INITIAL_EXPLORE_PROBABILITY}
+        self._skip_draws = 0
+        self._skip_budget_warned = False
+        self._reset_step_skipping()
+
+    @property
+    def _skipping(self) -> bool:
+        return getattr(self, "_prompt_history", None) is not None
+
+    def _reset_step_skipping(self) -> None:
+        # Per step, in generation order: each group's dataset index and whether it could have been skipped.
+        self._step_indices: list[int] = []
+        self._step_candidates: list[bool] = []
+        self._step_skipped = 0
+
+    def _get_dataloader(self, dataset, description, batch_size, sampler_fn=None, is_training=False, **kwargs):
+        if is_training and self._skipping:
+            # A column removal would drop the index; the rows keep it like a signature column.
+            self._set_signature_columns_if_needed()
+            if ROW_INDEX_KEY not in self._signature_columns:
+                self._signature_columns = [*self._signature_columns, ROW_INDEX_KEY]
+            if self.args.remove_unused_columns:
+                dataset = self._remove_unused_columns(dataset, description=description)
+            dataset = IndexedRows(dataset)
+        return super()._get_dataloader(dataset, description, batch_size, sampler_fn, is_training, **kwargs)
+
+    # Hooks called by DynamicSamplingMixin.
+
+    def _skip_predicted_degenerate(self, all_inputs: list[dict]) -> list[dict]:
+        """The gathered dataloader batch with predicted-degenerate groups replaced by refill prompts that passed
+        the rule; the row-index key is taken off every row."""
+        if not self._skipping:
+            return all_inputs
+        self._reset_step_skipping()
+        group_size = self.num_generations
+        rows = [{k: v for k, v in row.items() if k != ROW_INDEX_KEY} for row in all_inputs]
+        starts = range(0, len(all_inputs), group_size)
+        # -1 marks a row without an index (never skipped, never recorded).
+        first = [int(all_inputs[start].get(ROW_INDEX_KEY, -1)) for start in starts]
+        groups = {}
+        for index, start in zip(first, starts, strict=True):
+            groups.setdefault(index, []).append(rows[start : start + group_size])
+        picked = self._pick(first, len(first))
+        kept_rows = []
+        for index in picked.prompts:
+            # The dataloader's own rows (a prompt may be in the batch twice); refills are read from the dataset.
+            from_batch = groups.get(index)
+            if from_batch:
+                kept_rows.extend(from_batch.pop(0))
+            else:
+                kept_rows.extend(dict(self.train_dataset[index]) for _ in range(group_size))
+        return kept_rows
+
+    def _draw_prompt_indices(self, num_groups: int) -> list[int]:
+        if not self._skipping:
+            return self._refill_sampler.draw(num_groups)
+        return self._pick([], num_groups).prompts
+
+    def _pick(self, first: list[int], needed: int):
+        args = self.args
+        rng = np.random.default_rng([args.seed, _SKIP_STREAM, self._skip_draws])
+        self._skip_draws += 1
+        floor = args.skip_min_explore_probability
+        picked = pick_prompts(
+            first,
+            self._refill_sampler.draw,
+            needed,
+            lambda indices: explore_probabilities(
+                self._prompt_history, indices, self._explore_p["easy"], self._explore_p["hard"], floor
+            ),
+            rng,
+        )
+        if picked.forced and not self._skip_budget_warned:
+            self._skip_budget_warned = True
+            logger.warning(
+                f"skip_degenerate_prompts: {len(picked.forced)} of {needed} prompts were generated although the "
+                f"history predicts them degenerate: too few others passed the skip rule. Most of the dataset looks "
+                "all correct or all wrong to the policy; training goes on, but consider easier or harder prompts. "
+                "This warning is shown once."
+            )
+        self._step_indices.extend(picked.prompts)
+        self._step_candidates.extend(picked.candidates)
+        self._step_skipped += len(picked.skipped)
+        return picked
+
+    def _record_prompt_outcomes(self, all_scores: torch.Tensor, informative: torch.Tensor) -> None:
+        """Updates the history from every group generated this step, adapts p and logs the skipping metrics."""
+        if not self._skipping:
+            return
+        if len(self._step_indices) != len(informative):
+            raise RuntimeError(
+                f"skip_degenerate_prompts: {len(informative)} groups were generated but {len(self._step_indices)} "
+                "prompts were picked; the history cannot be matched to the groups."
+            )
+        args = self.args
+        outcomes = group_outcomes(all_scores, informative)
+        self._prompt_history.record(self._step_indices, outcomes)
+        seen = len(outcomes)
+        target = args.skip_target_degenerate_share / 2
+        for name, code in (("easy", 1), ("hard", 2)):
+            share = float((outcomes == code).sum()) / seen
+            self._explore_p[name] = adapt_explore_probability(
+                self._explore_p[name], share, target, args.skip_probability_step, args.skip_min_explore_probability
+            )
+        metrics = self._metrics["train"]
+        metrics["dynamic_sampling/skipped_prompts"].append(float(self._step_skipped))
+        explored = np.asarray(self._step_candidates, dtype=bool)
+        if explored.any():
+            informative_frac = float(informative.numpy()[explored].mean())
+            metrics["dynamic_sampling/skip_candidates_informative_frac"].append(informative_frac)
+        metrics["dynamic_sampling/explore_probability_easy"].append(self._explore_p["easy"])
+        metrics["dynamic_sampling/explore_probability_hard"].append(self._explore_p["hard"])
+        self._reset_step_skipping()
+
+    # Checkpointing: the arrays go to a binary file, the rest into the JSON state.
+
+    def _skipping_state(self) -> dict | None:
+        if not self._skipping:
+            return None
+        return {"explore_p": dict(self._explore_p), "draws": self._skip_draws, "history_file": HISTORY_FILE}
+
+    def _save_prompt_history(self, checkpoint_dir: str) -> None:
+        if self._skipping:
+            np.savez_compressed(os.path.join(checkpoint_dir, HISTORY_FILE), **self._prompt_history.arrays())
+
+    def _load_skipping_state(self, state: dict | None, checkpoint_dir: str) -> None:
+        if not self._skipping:
+            return
+        path = os.path.join(checkpoint_dir, HISTORY_FILE)
+        if state is None or not os.path.isfile(path):
+            logger.warning(
+                f"skip_degenerate_prompts: the checkpoint {checkpoint_dir} has no prompt history ({HISTORY_FILE}); "
+                "it was saved without skipping, so the history starts empty."
+            )
+            return
+        with np.load(path) as arrays:
+            self._prompt_history.load_arrays(arrays)
+        self._explore_p = dict(state["explore_p"])
+        self._skip_draws = int(state["draws"])
