@@ -81,9 +81,21 @@ def warm_start(
 
 
 @torch.no_grad()
-def greedy_accuracy(model, tokenizer, problems: list[dict[str, str]], max_new_tokens: int = 4) -> float:
-    """Share of `problems` whose greedy completion is exactly right (the reward's own parsing rule)."""
-    from .reward import parse_answer
+def greedy_accuracy(
+    model, tokenizer, problems: list[dict[str, str]], max_new_tokens: int = 4, parse_answer=None
+) -> float:
+    """Share of `problems` whose greedy completion is exactly right under `parse_answer` (the reward's own rule;
+    by default the addition task's)."""
+    return sum(greedy_correct(model, tokenizer, problems, max_new_tokens, parse_answer)) / len(problems)
+
+
+@torch.no_grad()
+def greedy_correct(
+    model, tokenizer, problems: list[dict[str, str]], max_new_tokens: int = 4, parse_answer=None
+) -> list[bool]:
+    """Whether each problem's greedy completion is exactly right under `parse_answer`."""
+    if parse_answer is None:
+        from .reward import parse_answer
 
     was_training = model.training
     model.eval()
@@ -92,5 +104,4 @@ def greedy_accuracy(model, tokenizer, problems: list[dict[str, str]], max_new_to
     output = model.generate(**encoded, do_sample=False, max_new_tokens=max_new_tokens)
     texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
     model.train(was_training)
-    correct = sum(parse_answer(text) == p["answer"] for text, p in zip(texts, problems, strict=True))
-    return correct / len(problems)
+    return [parse_answer(text) == p["answer"] for text, p in zip(texts, problems, strict=True)]

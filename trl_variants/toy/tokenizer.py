@@ -9,10 +9,10 @@ UNK_TOKEN = "<unk>"
 CHARACTERS = "0123456789+-*=? "
 
 
-def build_char_tokenizer() -> PreTrainedTokenizerFast:
-    """Returns a tokenizer with one token per character of `CHARACTERS` plus pad, eos and unk tokens."""
+def build_char_tokenizer(characters: str = CHARACTERS) -> PreTrainedTokenizerFast:
+    """Returns a tokenizer with one token per character of `characters` plus pad, eos and unk tokens."""
     vocab = {PAD_TOKEN: 0, EOS_TOKEN: 1, UNK_TOKEN: 2}
-    for char in CHARACTERS:
+    for char in characters:
         vocab[char] = len(vocab)
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
