@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from ..dynamic_sampling.carry import carry_alignment_problem
 from ..reliability.config_checks import check_common_fields, require
 
 DYNAMIC_SAMPLING_METRICS_HELP = (
@@ -51,6 +52,11 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
             the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
             metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
+        dynamic_sampling_carry_surplus (`bool`, defaults to `False`): train the informative groups a step found
+            beyond its batch in the next generation batch instead of dropping them, with old log-probs (and vLLM
+            importance weights) from the policy that generated them; at most one optimizer step stale. Needs
+            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off until a
+            benchmark shows it costs no accuracy per step.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
@@ -110,6 +116,14 @@ class DAPOConfig(GRPOConfig):
             '(no signal on the sampling metric) and logs it; "raise" stops with an error.'
         },
     )
+    dynamic_sampling_carry_surplus: bool = field(
+        default=False,
+        metadata={
+            "help": "Train surplus informative groups in the next generation batch instead of dropping them, with "
+            "old log-probs from the policy that generated them (at most one optimizer step stale). Needs "
+            "gradient_accumulation_steps to be a multiple of steps_per_generation * num_iterations."
+        },
+    )
 
     def __post_init__(self):
         check_common_fields(self)
@@ -143,3 +157,9 @@ class DAPOConfig(GRPOConfig):
                 '"fill" or "raise"',
             )
         super().__post_init__()
+        # After TRL's own checks, which resolve steps_per_generation.
+        if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
+            problem = carry_alignment_problem(
+                self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations
+            )
+            require(problem is None, "gradient_accumulation_steps", self.gradient_accumulation_steps, problem)
