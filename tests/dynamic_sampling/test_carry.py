@@ -227,6 +227,7 @@ def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
     for t, step in enumerate(steps):
         carried_in = steps[t - 1].carried_out if t else []
         assert logs[t]["dynamic_sampling/carried_groups"] == len(carried_in) // G
+        assert logs[t]["dynamic_sampling/kept_groups"] == BATCH_GROUPS  # carried ones included
         # Surplus = fresh informative groups beyond what the carried ones left to fill; at most one batch of it is
         # carried (all of it is trained next step), the rest is dropped and counted.
         found = round(logs[t]["dynamic_sampling/pass_rate"] * logs[t]["dynamic_sampling/generated_groups"])

@@ -203,7 +203,8 @@ class DynamicSamplingMixin:
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
-        metrics["dynamic_sampling/kept_groups"].append(float(len(selection.kept)))
+        # Carried groups are informative groups of the trained batch too.
+        metrics["dynamic_sampling/kept_groups"].append(float(len(selection.kept) + carried_groups))
         metrics["dynamic_sampling/pass_rate"].append(found / seen)
         metrics["dynamic_sampling/all_correct_frac"].append(all_correct / seen)
         metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
