@@ -10,6 +10,12 @@ forward of the snapshot model, not by the code under test.
 
 import copy
 import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +33,7 @@ from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
+from .test_multiprocess import free_port
 
 G = 4
 STEPS = 4
@@ -213,9 +220,18 @@ def loss_rows(step: Step):
             yield prompt, completion, i, call
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["plain", "vllm"])
+# "accumulation": a generation batch of 16 rows trained in two accumulation slices of 8 within one optimizer
+# step (TRL computes no old log-probs there either); the loss sees carried and fresh rows spread over both slices.
+RUNS = {
+    "plain": dict(vllm=False),
+    "vllm": dict(vllm=True),
+    "accumulation": dict(vllm=False, per_device_train_batch_size=8, gradient_accumulation_steps=2),
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
 def carry_run(request, shared_task, tmp_path_factory):
-    return carrying_run(shared_task, tmp_path_factory.mktemp("carry"), vllm=request.param)
+    return carrying_run(shared_task, tmp_path_factory.mktemp("carry"), **RUNS[request.param])
 
 
 def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
@@ -273,8 +289,9 @@ def test_carried_rows_old_logps_come_from_the_generating_policy(carry_run):
 def test_carried_rows_importance_sampling_uses_the_generating_policy(shared_task, carry_run):
     trainer, steps, _ = carry_run
     if not trainer.use_vllm:
+        # Without vLLM, TRL's loss must get no importance-sampling ratio, carried rows or not.
         assert all("importance_sampling_ratio" not in call for step in steps for call in step.loss_inputs)
-        pytest.skip("the plain path has no vLLM importance sampling")
+        return
     checked = 0
     for t in range(1, len(steps)):
         generating, training = steps[t - 1].policy, steps[t].policy
@@ -305,3 +322,54 @@ def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
         informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])
         assert entry["dynamic_sampling/dropped_informative_groups"] == informative - BATCH_GROUPS
     assert sum(entry["dynamic_sampling/dropped_informative_groups"] for entry in logs) > 0
+
+
+# Two processes (CPU, gloo), launched with torchrun: tests/dynamic_sampling/scripts/two_process_carry.py.
+
+TWO_PROCESS_SCRIPT = Path(__file__).resolve().parent / "scripts" / "two_process_carry.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def two_process_carry(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("two_process_carry")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+        "--master_port", str(free_port()), str(TWO_PROCESS_SCRIPT), "--out", str(out_dir),
+    ]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the two-process run did not finish within 120 s:\n{output[-4000:]}")
+    assert process.returncode == 0, output[-4000:]
+    return [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.multiprocess
+def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_process_carry):
+    first, second = two_process_carry
+    assert first["global_step"] == second["global_step"] == 4
+    assert first["logs"] == second["logs"]
+    for step_first, step_second in zip(first["steps"], second["steps"], strict=True):
+        # Same batch and same carry decisions on both ranks; each rank trains its usual 8 rows.
+        assert step_first["batch"] == step_second["batch"]
+        assert step_first["carried_out"] == step_second["carried_out"]
+        assert step_first["loss_rows"] == step_second["loss_rows"] == 8
+    for t in range(1, 4):
+        carried = first["steps"][t - 1]["carried_out"]
+        assert first["logs"][t]["dynamic_sampling/carried_groups"] == len(carried) // G
+        # Carried groups lead the global batch, so rank 0 holds them first, groups whole.
+        assert first["steps"][t]["batch"][: len(carried)] == carried
+    checked = sum(len(rank["steps"][t]["carried_error"]) for rank in two_process_carry for t in range(4))
+    assert checked > 0 and any(rank["steps"][t]["carried_error"] for rank in [second] for t in range(4))
+    for rank in two_process_carry:
+        for step in rank["steps"]:
+            assert all(error < ATOL for error in step["carried_error"] + step["fresh_error"])
