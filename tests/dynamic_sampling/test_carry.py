@@ -373,3 +373,25 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
     for rank in two_process_carry:
         for step in rank["steps"]:
             assert all(error < ATOL for error in step["carried_error"] + step["fresh_error"])
+
+
+def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_path):
+    """Carried rows are not saved: a resumed run trains fresh groups only at its first step, then carries again."""
+
+    def run(output_dir, resume_from=None):
+        task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
+        config = toy_config(
+            DAPOConfig, output_dir, max_steps=4, save_strategy="steps", save_steps=2,
+            dynamic_sampling_carry_surplus=True,
+        )  # fmt: skip
+        trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+        trainer.train(resume_from_checkpoint=resume_from)
+        return [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
+
+    first = run(tmp_path / "first")
+    assert first[2]["dynamic_sampling/carried_groups"] > 0, "the uninterrupted run must carry into step 3"
+    resumed = run(tmp_path / "resumed", resume_from=str(tmp_path / "first" / "checkpoint-2"))
+    # The log history up to the checkpoint is restored with it; the resumed steps follow.
+    assert [entry["step"] for entry in resumed] == [1, 2, 3, 4] and resumed[:2] == first[:2]
+    assert resumed[2]["dynamic_sampling/carried_groups"] == 0
+    assert resumed[2]["dynamic_sampling/kept_groups"] == BATCH_GROUPS
