@@ -223,9 +223,9 @@ def loss_rows(step: Step):
 # "accumulation": a generation batch of 16 rows trained in two accumulation slices of 8 within one optimizer
 # step (TRL computes no old log-probs there either); the loss sees carried and fresh rows spread over both slices.
 RUNS = {
-    "plain": dict(vllm=False),
-    "vllm": dict(vllm=True),
-    "accumulation": dict(vllm=False, per_device_train_batch_size=8, gradient_accumulation_steps=2),
+    "plain": {"vllm": False},
+    "vllm": {"vllm": True},
+    "accumulation": {"vllm": False, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2},
 }
 
 
@@ -266,7 +266,7 @@ def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
 
 
 def test_carried_rows_old_logps_come_from_the_generating_policy(carry_run):
-    trainer, steps, _ = carry_run
+    _, steps, _ = carry_run
     checked = 0
     for t in range(1, len(steps)):
         generating, training = steps[t - 1].policy, steps[t].policy

@@ -14,7 +14,7 @@ importance ratio must therefore be taken against the step-t policy, as TRL does 
    `_get_per_token_logps_and_entropies`, so temperature and chunking are TRL's) records each carried row's
    per-token log-probs under the step-t policy. The model has not been updated yet: this is the generating policy.
 2. At step t+1, TRL's unchanged `_generate_and_score_completions` scores the batch. Where TRL computes old
-   log-probs itself (misaligned accumulation, or vLLM with importance-sampling correction), its first log-prob
+   log-probs itself (vLLM with importance-sampling correction; misaligned accumulation is refused), its first log-prob
    call is intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so
    TRL's own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating
    policy's log-probs and vLLM's sampling log-probs of the same row, and puts them in `old_per_token_logps`.

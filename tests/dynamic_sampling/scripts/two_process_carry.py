@@ -18,11 +18,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import torch  # noqa: E402
+import torch
 
-from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa: E402
-from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
-from trl_variants.toy import make_toy_task  # noqa: E402
+from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
+from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.toy import make_toy_task
 
 NUM_GENERATIONS = 4
 PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
