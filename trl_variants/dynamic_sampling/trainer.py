@@ -25,7 +25,6 @@ from .selection import (
     PassRateTracker,
     RefillSampler,
     degenerate_outcomes,
-    first_round_extra_groups,
     group_granularity,
     groups_to_request,
     informative_group_mask,
@@ -144,12 +143,10 @@ class DynamicSamplingMixin:
         carried, self._carried_rows = self._carried_rows, []
         carried_groups = len(carried) // group_size
         needed = batch_groups - carried_groups
-        if carried:
-            extra_groups = first_round_extra_groups_after_carry(
-                batch_groups, carried_groups, self._pass_rate.estimate, granularity
-            )
-        else:
-            extra_groups = first_round_extra_groups(batch_groups, self._pass_rate.estimate, granularity)
+        # Equal to `first_round_extra_groups` when nothing is carried.
+        extra_groups = first_round_extra_groups_after_carry(
+            batch_groups, carried_groups, self._pass_rate.estimate, granularity
+        )
         round_rows = all_inputs + self._draw_refill_rows(extra_groups)
 
         # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
