@@ -239,6 +239,7 @@ def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
     tokenizer = trainer.processing_class
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert len(steps) == STEPS and len(logs) == STEPS
+    assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is True  # the model card says so
     assert sum(len(step.carried_out) for step in steps[:-1]) > 0, "the run must carry something to test"
     for t, step in enumerate(steps):
         carried_in = steps[t - 1].carried_out if t else []
@@ -317,6 +318,7 @@ def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
+    assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is False
     assert trainer._carried_rows == []
     for entry in logs:
         informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])

@@ -105,6 +105,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_max_rounds,
                 args.dynamic_sampling_on_exhausted,
             )
+            settings["dynamic sampling carries surplus groups"] = args.dynamic_sampling_carry_surplus
         return settings
 
     def _save_checkpoint(self, model, trial):
