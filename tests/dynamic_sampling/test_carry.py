@@ -402,7 +402,7 @@ def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_pat
 def test_carry_benchmark_smoke():
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "benchmarks" / "carry_surplus.py"), "--smoke"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        check=False, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 0 |")]
