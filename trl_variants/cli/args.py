@@ -10,7 +10,14 @@ import warnings
 from dataclasses import dataclass, field
 
 import yaml
-from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
+from trl import (
+    DatasetMixtureConfig,
+    GRPOConfig,
+    GRPOTrainer,
+    ModelConfig,
+    ScriptArguments,
+    TrlParser,
+)
 
 from ..dapo.config import DAPOConfig
 from ..dapo.trainer import DAPOTrainer

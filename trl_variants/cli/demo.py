@@ -24,10 +24,15 @@ import torch
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as transformers_logging
 
-from .args import VARIANTS, CliUsageError
-from .demo_artifacts import HeldOutAccuracyCallback, JsonlLogCallback, ProgressBarCallback, plot_training_log
-from .output import StagedFolder, check_output_dir
 from ..toy import greedy_accuracy, make_toy_task
+from .args import VARIANTS, CliUsageError
+from .demo_artifacts import (
+    HeldOutAccuracyCallback,
+    JsonlLogCallback,
+    ProgressBarCallback,
+    plot_training_log,
+)
+from .output import StagedFolder, check_output_dir
 
 DEFAULT_STEPS = 300
 DEFAULT_OUTPUT_DIR = "demo-output"

@@ -6,8 +6,8 @@ from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
-from .args import CliUsageError, ParsedCommand, Variant
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
+from .args import CliUsageError, ParsedCommand, Variant
 
 
 def run_training(variant: Variant, command: ParsedCommand) -> None:

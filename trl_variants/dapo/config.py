@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from ..dynamic_sampling.carry import carry_alignment_problem
 from ..reliability.config_checks import check_common_fields, require
 
 DYNAMIC_SAMPLING_METRICS_HELP = (
@@ -51,6 +52,11 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
             the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
             metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
+        dynamic_sampling_carry_surplus (`bool`, defaults to `False`): train the informative groups a step found
+            beyond its batch in the next generation batch instead of dropping them, with old log-probs (and vLLM
+            importance weights) from the policy that generated them; at most one optimizer step stale. Needs
+            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off until a
+            benchmark shows it costs no accuracy per step.
         skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts whose recent
             groups were all degenerate (GRESO, https://arxiv.org/abs/2506.02177). A prompt degenerate on its last
             k visits, all correct or all wrong, is generated with probability max(p^k,
@@ -120,6 +126,14 @@ class DAPOConfig(GRPOConfig):
         metadata={
             "help": 'When the rounds run out before the batch is full: "fill" completes it with degenerate groups '
             '(no signal on the sampling metric) and logs it; "raise" stops with an error.'
+        },
+    )
+    dynamic_sampling_carry_surplus: bool = field(
+        default=False,
+        metadata={
+            "help": "Train surplus informative groups in the next generation batch instead of dropping them, with "
+            "old log-probs from the policy that generated them (at most one optimizer step stale). Needs "
+            "gradient_accumulation_steps to be a multiple of steps_per_generation * num_iterations."
         },
     )
 
@@ -205,3 +219,9 @@ class DAPOConfig(GRPOConfig):
                 "a value with 0 < value <= 1 (0 would stop exploring skipped prompts for good)",
             )
         super().__post_init__()
+        # After TRL's own checks, which resolve steps_per_generation.
+        if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
+            problem = carry_alignment_problem(
+                self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations
+            )
+            require(problem is None, "gradient_accumulation_steps", self.gradient_accumulation_steps, problem)

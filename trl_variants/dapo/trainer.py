@@ -108,6 +108,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_max_rounds,
                 args.dynamic_sampling_on_exhausted,
             )
+            settings["dynamic sampling carries surplus groups"] = args.dynamic_sampling_carry_surplus
             if args.skip_degenerate_prompts:
                 settings["skip degenerate prompts (target share, p step, min explore probability)"] = (
                     args.skip_target_degenerate_share,

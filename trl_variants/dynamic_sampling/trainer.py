@@ -21,18 +21,23 @@ import torch
 from accelerate.utils import gather_object
 from transformers.utils import logging
 
+from ..rewards.overlong import is_soft_overlong_punishment
+from .carry import (
+    first_round_extra_groups_after_carry,
+    plan_carry,
+    record_generating_logps,
+    scoring_with_generating_logps,
+)
 from .selection import (
     PassRateTracker,
     RefillSampler,
     degenerate_outcomes,
-    first_round_extra_groups,
     group_granularity,
     groups_to_request,
     informative_group_mask,
     select_groups,
 )
 from .skipping_trainer import PromptSkippingMixin
-from ..rewards.overlong import is_soft_overlong_punishment
 
 logger = logging.get_logger(__name__)
 
@@ -51,6 +56,8 @@ class GeneratedRow:
     extra: dict = field(default_factory=dict)
     extra_logs: dict = field(default_factory=dict)
     rewards: torch.Tensor | None = None
+    # Log-probs under the policy that generated the row, recorded only for a row carried to the next batch.
+    generating_logps: torch.Tensor | None = None
 
 
 class DynamicSamplingExhaustedError(RuntimeError):
@@ -67,6 +74,8 @@ class DynamicSamplingMixin(PromptSkippingMixin):
         self._sampling_metric_index = None
         self._refill_sampler = None
         self._pass_rate = PassRateTracker()
+        # Surplus informative groups' rows carried to the next generation batch (memory only; see carry.py).
+        self._carried_rows: list[GeneratedRow] = []
         if not args.dynamic_sampling:
             return
         # Phase 2 replays completions through TRL's rollout hook, which carries neither tool calls nor images.
@@ -123,8 +132,8 @@ class DynamicSamplingMixin(PromptSkippingMixin):
         batch = self._sample_informative_batch(inputs)
         process = self.accelerator.process_index
         local = batch[process * len(inputs) : (process + 1) * len(inputs)]
-        with self._replaying(local, batch):
-            return super()._generate_and_score_completions([row.row for row in local])
+        with self._replaying(local, batch), scoring_with_generating_logps(self, local, batch) as complete:
+            return complete(super()._generate_and_score_completions([row.row for row in local]))
 
     # Phase 1: generation rounds.
 
@@ -133,7 +142,14 @@ class DynamicSamplingMixin(PromptSkippingMixin):
         all_inputs = self._skip_predicted_degenerate(gather_object(inputs))
         batch_groups = len(all_inputs) // group_size
         granularity = group_granularity(group_size, self.accelerator.num_processes)
-        extra_groups = first_round_extra_groups(batch_groups, self._pass_rate.estimate, granularity)
+        # Carried groups come first and are always trained now, so none is carried twice.
+        carried, self._carried_rows = self._carried_rows, []
+        carried_groups = len(carried) // group_size
+        needed = batch_groups - carried_groups
+        # Equal to `first_round_extra_groups` when nothing is carried.
+        extra_groups = first_round_extra_groups_after_carry(
+            batch_groups, carried_groups, self._pass_rate.estimate, granularity
+        )
         round_rows = all_inputs + self._draw_refill_rows(extra_groups)
 
         # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
@@ -156,41 +172,51 @@ class DynamicSamplingMixin(PromptSkippingMixin):
             all_scores = torch.cat(group_scores)
             informative = informative_group_mask(all_scores, args.dynamic_sampling_tolerance)
             found, seen = int(informative.sum()), len(informative)
-            if found >= batch_groups or rounds >= args.dynamic_sampling_max_rounds:
+            if found >= needed or rounds >= args.dynamic_sampling_max_rounds:
                 break
-            request = groups_to_request(batch_groups - found, found / seen, batch_groups, granularity)
+            request = groups_to_request(needed - found, found / seen, batch_groups, granularity)
             round_rows = self._draw_refill_rows(request)
 
         self._metrics["train"] = saved_metrics
         self.state.num_input_tokens_seen = saved_tokens_seen
 
-        selection = select_groups(informative.tolist(), batch_groups, fill=args.dynamic_sampling_on_exhausted == "fill")
-        if len(selection.indices) < batch_groups:
+        selection = select_groups(informative.tolist(), needed, fill=args.dynamic_sampling_on_exhausted == "fill")
+        if len(selection.indices) < needed:
             raise DynamicSamplingExhaustedError(
-                f"Dynamic sampling found {found} informative groups of the {batch_groups} needed after {rounds} "
+                f"Dynamic sampling found {found} informative groups of the {needed} needed after {rounds} "
                 f"rounds (max {args.dynamic_sampling_max_rounds}): pass rate {found / seen:.3f} over {seen} generated "
                 "groups. Raise dynamic_sampling_max_rounds, use prompts of a difficulty where the policy is sometimes "
                 'right and sometimes wrong, or set dynamic_sampling_on_exhausted="fill" to train on.'
             )
         if selection.filled:
             logger.warning(
-                f"Dynamic sampling: only {found} of {batch_groups} groups were informative after {rounds} rounds; "
+                f"Dynamic sampling: only {found} of {needed} groups were informative after {rounds} rounds; "
                 f"filled the batch with {len(selection.filled)} degenerate groups (no signal on the sampling metric)."
             )
+        capacity = batch_groups if args.dynamic_sampling_carry_surplus else 0
+        surplus = plan_carry(informative.tolist(), selection.indices, capacity)
+        self._carried_rows = [generated[group * group_size + k] for group in surplus.carried for k in range(group_size)]
+        # Recorded now, before this step's optimizer update: this is the policy that generated the rows.
+        record_generating_logps(self, self._carried_rows)
         all_correct, all_wrong = degenerate_outcomes(all_scores, informative)
         self._pass_rate.update(found, seen)
         self._record_prompt_outcomes(all_scores, informative)
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
-        metrics["dynamic_sampling/kept_groups"].append(float(len(selection.kept)))
+        # Carried groups are informative groups of the trained batch too.
+        metrics["dynamic_sampling/kept_groups"].append(float(len(selection.kept) + carried_groups))
         metrics["dynamic_sampling/pass_rate"].append(found / seen)
         metrics["dynamic_sampling/all_correct_frac"].append(all_correct / seen)
         metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
         metrics["dynamic_sampling/filled"].append(float(bool(selection.filled)))
+        metrics["dynamic_sampling/dropped_informative_groups"].append(float(len(surplus.dropped)))
+        if args.dynamic_sampling_carry_surplus:
+            metrics["dynamic_sampling/carried_groups"].append(float(carried_groups))
         # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
         metrics["dynamic_sampling/generated_tokens"].append(float(sum(len(row.completion_ids) for row in generated)))
-        return [generated[group * group_size + k] for group in selection.indices for k in range(group_size)]
+        fresh = [generated[group * group_size + k] for group in selection.indices for k in range(group_size)]
+        return carried + fresh
 
     def _draw_refill_rows(self, num_groups: int) -> list[dict]:
         if num_groups == 0:

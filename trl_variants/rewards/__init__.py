@@ -2,6 +2,10 @@
 command line accepts to reward functions."""
 
 from .accuracy import dapo_accuracy_reward
-from .overlong import SoftOverlongPunishment, is_soft_overlong_punishment, soft_overlong_punishment
+from .overlong import (
+    SoftOverlongPunishment,
+    is_soft_overlong_punishment,
+    soft_overlong_punishment,
+)
 
 __all__ = ["SoftOverlongPunishment", "dapo_accuracy_reward", "is_soft_overlong_punishment", "soft_overlong_punishment"]

@@ -6,7 +6,9 @@ It follows TRL's reward-function protocol: keyword argument `completion_ids`, on
 from collections.abc import Callable
 
 from trl.rewards import get_soft_overlong_punishment
-from trl.rewards.other_rewards import _SoftOverlongPunishment as _TRLSoftOverlongPunishment
+from trl.rewards.other_rewards import (
+    _SoftOverlongPunishment as _TRLSoftOverlongPunishment,
+)
 
 SOFT_OVERLONG_PUNISHMENT_NAME = "soft_overlong_punishment"
 

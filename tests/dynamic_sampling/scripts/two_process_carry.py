@@ -1,0 +1,130 @@
+"""Runs `DAPOTrainer` with `dynamic_sampling_carry_surplus=True` in each process of a torchrun launch and records,
+per rank, the batches, the carried rows and how far the old log-probs TRL's loss receives are from the policy
+that generated each row.
+
+    ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_carry.py --out DIR
+
+Each rank writes `DIR/carry_rank<r>.json`; tests/dynamic_sampling/test_carry.py compares the ranks.
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import torch
+
+from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
+from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.toy import make_toy_task
+
+NUM_GENERATIONS = 4
+PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
+STEPS = 4
+
+
+def completion_logps(model, prompt_ids, completion_ids) -> torch.Tensor:
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt_ids) - 1 : -1]
+    return logits.float().log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None])[:, 0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    task = make_toy_task(seed=0, warm_start_steps=10)
+    pristine = copy.deepcopy(task.model)
+    config = DAPOConfig(
+        str(args.out / "carry"),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=PER_DEVICE_BATCH,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=6,
+        learning_rate=1e-3,
+        max_steps=STEPS,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        dynamic_sampling_carry_surplus=True,
+    )
+    trainer = DAPOTrainer(
+        task.model, [HalfDegenerateReward(NUM_GENERATIONS)], args=config, train_dataset=task.train_dataset,
+        processing_class=task.tokenizer,
+    )  # fmt: skip
+    steps = []
+    sample = trainer._sample_informative_batch
+    compute_loss = trainer._compute_loss
+
+    def recording_sample(inputs):
+        policy = copy.deepcopy(pristine)
+        policy.load_state_dict(trainer.model.state_dict())
+        batch = sample(inputs)
+        steps.append(
+            {
+                "policy": policy,
+                "batch": [[row.prompt_ids, row.completion_ids] for row in batch],
+                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer._carried_rows],
+                "loss_rows": 0,
+                "carried_error": [],
+                "fresh_error": [],
+            }
+        )
+        return batch
+
+    def recording_loss(model, inputs):
+        step = len(steps) - 1
+        record = steps[step]
+        record["loss_rows"] += int(inputs["prompt_ids"].shape[0])
+        carried = steps[step - 1]["carried_out"] if step else []
+        for i in range(inputs["prompt_ids"].shape[0]):
+            prompt = inputs["prompt_ids"][i][inputs["prompt_mask"][i].bool()].tolist()
+            completion = inputs["completion_ids"][i][inputs["completion_mask"][i].bool()].tolist()
+            if "old_per_token_logps" not in inputs:
+                assert not carried, "a batch with carried rows reached the loss without old log-probs"
+                continue
+            old = inputs["old_per_token_logps"][i, : len(completion)]
+            if [prompt, completion] in carried:
+                generating = completion_logps(steps[step - 1]["policy"], prompt, completion)
+                record["carried_error"].append(float((old - generating).abs().max()))
+            else:
+                current = completion_logps(record["policy"], prompt, completion)
+                record["fresh_error"].append(float((old - current).abs().max()))
+        return compute_loss(model, inputs)
+
+    trainer._sample_informative_batch = recording_sample
+    trainer._compute_loss = recording_loss
+    trainer.train()
+    for step in steps:
+        del step["policy"]
+    rank = trainer.accelerator.process_index
+    record = {
+        "rank": rank,
+        "global_step": trainer.state.global_step,
+        "steps": steps,
+        "logs": [
+            {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/")}
+            for entry in trainer.state.log_history
+            if "dynamic_sampling/rounds" in entry
+        ],
+    }
+    (args.out / f"carry_rank{rank}.json").write_text(json.dumps(record))
+    # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""Carrying surplus informative groups to the next generation batch (`dynamic_sampling_carry_surplus=True`).
+
+The pure sizing and bookkeeping are tested without a model. The trainer tests run real `DAPOTrainer` steps on the
+toy task with a prompt-controlled reward (half the prompts give informative groups), snapshot the policy's weights
+at the start of every step, and check what TRL's loss receives one step later: a carried row's old log-probs (and,
+with simulated vLLM sampling log-probs, its importance-sampling ratio) must come from the snapshot of the step that
+generated it, not from the policy that trains on it. The log-probs the tests expect are computed here, by a plain
+forward of the snapshot model, not by the code under test.
+"""
+
+import copy
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling.carry import (
+    carry_alignment_problem,
+    first_round_extra_groups_after_carry,
+    place_generating_logps,
+    plan_carry,
+)
+from trl_variants.dynamic_sampling.selection import first_round_extra_groups
+from trl_variants.toy import make_toy_task
+
+from ..helpers import toy_config, toy_trainer
+from .scripts.rewards import HalfDegenerateReward, is_live_prompt
+from .test_multiprocess import free_port
+
+G = 4
+STEPS = 4
+BATCH_GROUPS = 4  # toy_config's 16 rows per device, one process
+SAMPLING_OFFSET = 0.05  # the simulated vLLM samples each token with log-prob (training policy's - this)
+ATOL = 1e-5
+
+
+# Pure sizing and bookkeeping.
+
+
+def test_plan_carry_keeps_the_earliest_surplus_up_to_capacity():
+    informative = [True, False, True, True, False, True, True]
+    plan = plan_carry(informative, selected=[0, 2], capacity=2)
+    assert plan.carried == [3, 5] and plan.dropped == [6]
+    # Selected groups (informative or filled) are never carried; without capacity every surplus group is dropped.
+    assert plan_carry(informative, selected=[0, 1, 2], capacity=0) == type(plan)(carried=[], dropped=[3, 5, 6])
+    assert plan_carry([False, False], selected=[0, 1], capacity=4) == type(plan)(carried=[], dropped=[])
+    with pytest.raises(ValueError, match="capacity"):
+        plan_carry(informative, selected=[], capacity=-1)
+
+
+@pytest.mark.parametrize("batch_groups", [8, 64])
+@pytest.mark.parametrize("pass_rate", [None, 0.1, 0.44, 0.9, 1.0])
+@pytest.mark.parametrize("granularity", [1, 2])
+def test_first_round_sizing_without_carry_is_unchanged(batch_groups, pass_rate, granularity):
+    assert first_round_extra_groups_after_carry(batch_groups, 0, pass_rate, granularity) == first_round_extra_groups(
+        batch_groups, pass_rate, granularity
+    )
+
+
+def test_first_round_asks_only_for_the_groups_carrying_did_not_fill():
+    # 64 groups at pass rate 0.44: ceil(64 / 0.44 * 1.2) = 175 in all, 111 beside the dataloader's 64.
+    assert first_round_extra_groups_after_carry(64, 0, 0.44, 1) == 111
+    # 20 carried: ceil(44 / 0.44 * 1.2) = 120, so 56 extra.
+    assert first_round_extra_groups_after_carry(64, 20, 0.44, 1) == 56
+    # The dataloader's own groups already cover what is expected: nothing extra; a full carry needs nothing.
+    assert first_round_extra_groups_after_carry(64, 40, 0.9, 1) == 0
+    assert first_round_extra_groups_after_carry(8, 8, 0.44, 1) == 0
+    # Extra groups stay a multiple of the granularity.
+    assert first_round_extra_groups_after_carry(8, 3, 0.3, 2) % 2 == 0
+    with pytest.raises(ValueError, match="carried_groups"):
+        first_round_extra_groups_after_carry(8, 9, 0.44, 1)
+
+
+def test_carrying_needs_generation_aligned_to_optimizer_steps():
+    assert carry_alignment_problem(1, 1, 1) is None
+    assert carry_alignment_problem(4, 2, 2) is None
+    assert carry_alignment_problem(4, 1, 1) is None  # four generation batches per optimizer step
+    assert "steps_per_generation * num_iterations (4 * 1 = 4)" in carry_alignment_problem(2, 4, 1)
+    assert carry_alignment_problem(2, 1, 3) is not None
+
+
+def test_placing_generating_logps_replaces_only_carried_rows_and_their_real_tokens():
+    old = torch.zeros(3, 4)
+    rows = [
+        SimpleNamespace(generating_logps=None),
+        SimpleNamespace(generating_logps=torch.tensor([-1.0, -2.0])),
+        SimpleNamespace(generating_logps=torch.tensor([-3.0, -4.0, -5.0, -6.0])),
+    ]
+    placed = place_generating_logps(old, rows)
+    assert placed.tolist() == [[0, 0, 0, 0], [-1, -2, 0, 0], [-3, -4, -5, -6]]
+    assert old.abs().sum() == 0  # the input is left untouched
+
+
+def test_misaligned_generation_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2 is not allowed"):
+        toy_config(
+            DAPOConfig,
+            tmp_path,
+            per_device_train_batch_size=4,
+            gradient_accumulation_steps=2,
+            steps_per_generation=4,
+            dynamic_sampling_carry_surplus=True,
+        )
+    # The same layout is fine without carrying, and carrying is off by default.
+    config = toy_config(
+        DAPOConfig, tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=2, steps_per_generation=4
+    )
+    assert config.dynamic_sampling_carry_surplus is False
+
+
+# Trainer runs.
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def shared_task(one_torch_thread):
+    return make_toy_task(seed=0)
+
+
+def completion_logps(model, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:
+    """Log-probs of `completion_ids` after `prompt_ids` under `model` (temperature 1), one unpadded row."""
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt_ids) - 1 : -1]
+    return logits.float().log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None])[:, 0]
+
+
+def simulate_vllm(trainer) -> None:
+    """Makes the trainer behave as with vLLM at the boundary: phase-1 generation returns per-token sampling
+    log-probs (the training policy's, shifted by SAMPLING_OFFSET, as a mismatched inference engine would), and
+    weight sync is a no-op. Everything after generation is TRL's vLLM code path."""
+    generate = trainer._generate
+    trainer.use_vllm = True
+    trainer.vllm_importance_sampling_correction = True
+    trainer.vllm_generation = SimpleNamespace(sync_weights=lambda: None)
+    trainer._last_loaded_step = -1
+
+    def vllm_like_generate(prompts):
+        if trainer.rollout_func is not None:  # phase 2 replays through TRL's rollout hook
+            return generate(prompts)
+        trainer.use_vllm = False
+        try:
+            output = list(generate(prompts))
+        finally:
+            trainer.use_vllm = True
+        output[4] = [
+            (completion_logps(trainer.model, p, c) - SAMPLING_OFFSET).tolist() for p, c in zip(output[0], output[1])
+        ]
+        return tuple(output)
+
+    trainer._generate = vllm_like_generate
+
+
+@dataclasses.dataclass
+class Step:
+    policy: torch.nn.Module  # the model as phase 1 of this step saw it: the generating policy
+    carried_out: list[tuple[list[int], list[int]]]  # rows the trainer carries to the next step
+    loss_inputs: list[dict] = dataclasses.field(default_factory=list)
+
+
+def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
+    task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
+    reward = HalfDegenerateReward(G)
+    config = toy_config(
+        DAPOConfig,
+        tmp_path,
+        max_steps=STEPS,
+        dynamic_sampling_carry_surplus=True,
+        vllm_importance_sampling_mode="token_truncate",
+        **overrides,
+    )
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[reward])
+    if vllm:
+        simulate_vllm(trainer)
+    steps: list[Step] = []
+    sample = trainer._sample_informative_batch
+    compute_loss = trainer._compute_loss
+
+    def recording_sample(inputs):
+        # Weights loaded into a pristine copy: a deepcopy of the trainer's model would keep the forward wrapper
+        # that accelerate installs, which still calls the live model.
+        policy = copy.deepcopy(shared_task.model)
+        policy.load_state_dict(trainer.model.state_dict())
+        batch = sample(inputs)
+        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried_rows]
+        steps.append(Step(policy=policy, carried_out=carried))
+        return batch
+
+    def recording_loss(model, inputs):
+        steps[-1].loss_inputs.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
+        return compute_loss(model, inputs)
+
+    trainer._sample_informative_batch = recording_sample
+    trainer._compute_loss = recording_loss
+    trainer.train()
+    return trainer, steps, reward
+
+
+def loss_rows(step: Step):
+    """(prompt ids, completion ids, index in its loss call, loss call) of every row the loss received."""
+    for call in step.loss_inputs:
+        for i in range(call["prompt_ids"].shape[0]):
+            prompt = call["prompt_ids"][i][call["prompt_mask"][i].bool()].tolist()
+            completion = call["completion_ids"][i][call["completion_mask"][i].bool()].tolist()
+            yield prompt, completion, i, call
+
+
+# "accumulation": a generation batch of 16 rows trained in two accumulation slices of 8 within one optimizer
+# step (TRL computes no old log-probs there either); the loss sees carried and fresh rows spread over both slices.
+RUNS = {
+    "plain": {"vllm": False},
+    "vllm": {"vllm": True},
+    "accumulation": {"vllm": False, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2},
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
+def carry_run(request, shared_task, tmp_path_factory):
+    return carrying_run(shared_task, tmp_path_factory.mktemp("carry"), **RUNS[request.param])
+
+
+def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
+    trainer, steps, reward = carry_run
+    tokenizer = trainer.processing_class
+    logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
+    assert len(steps) == STEPS and len(logs) == STEPS
+    assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is True  # the model card says so
+    assert sum(len(step.carried_out) for step in steps[:-1]) > 0, "the run must carry something to test"
+    for t, step in enumerate(steps):
+        carried_in = steps[t - 1].carried_out if t else []
+        assert logs[t]["dynamic_sampling/carried_groups"] == len(carried_in) // G
+        assert logs[t]["dynamic_sampling/kept_groups"] == BATCH_GROUPS  # carried ones included
+        # Surplus = fresh informative groups beyond what the carried ones left to fill; at most one batch of it is
+        # carried (all of it is trained next step), the rest is dropped and counted.
+        found = round(logs[t]["dynamic_sampling/pass_rate"] * logs[t]["dynamic_sampling/generated_groups"])
+        surplus = found - (BATCH_GROUPS - len(carried_in) // G)
+        assert len(step.carried_out) // G == min(surplus, BATCH_GROUPS)
+        assert logs[t]["dynamic_sampling/dropped_informative_groups"] == max(0, surplus - BATCH_GROUPS)
+        trained = [(p, c) for p, c, _, _ in loss_rows(step)]
+        assert len(trained) == BATCH_GROUPS * G
+        for row in carried_in:
+            assert row in trained
+        # Carried rows were generated (and scored) at the previous step, and come from informative prompts.
+        for prompt_ids, _ in carried_in:
+            prompt = tokenizer.decode(prompt_ids, skip_special_tokens=True)
+            assert is_live_prompt(prompt)
+            assert any(prompt in call["prompts"] for call in reward.calls if call["step"] == t - 1)
+    # Every informative group generated was trained, except the last step's carry and the counted drops.
+    informative = sum(e["dynamic_sampling/pass_rate"] * e["dynamic_sampling/generated_groups"] for e in logs)
+    dropped = sum(e["dynamic_sampling/dropped_informative_groups"] for e in logs)
+    assert round(informative) == STEPS * BATCH_GROUPS + len(steps[-1].carried_out) // G + dropped
+
+
+def test_carried_rows_old_logps_come_from_the_generating_policy(carry_run):
+    _, steps, _ = carry_run
+    checked = 0
+    for t in range(1, len(steps)):
+        generating, training = steps[t - 1].policy, steps[t].policy
+        carried = steps[t - 1].carried_out
+        for prompt, completion, i, call in loss_rows(steps[t]):
+            old = call["old_per_token_logps"][i, : len(completion)]
+            expected_current = completion_logps(training, prompt, completion)
+            if (prompt, completion) not in carried:
+                # Fresh rows: the current policy, so their ratio starts at 1 as in TRL.
+                torch.testing.assert_close(old, expected_current, atol=ATOL, rtol=0)
+                continue
+            expected = completion_logps(generating, prompt, completion)
+            torch.testing.assert_close(old, expected, atol=ATOL, rtol=0)
+            # The step's update moved the policy, so this check can tell the two policies apart.
+            assert (expected - expected_current).abs().max() > 100 * ATOL
+            checked += 1
+    assert checked > 0
+
+
+def test_carried_rows_importance_sampling_uses_the_generating_policy(shared_task, carry_run):
+    trainer, steps, _ = carry_run
+    if not trainer.use_vllm:
+        # Without vLLM, TRL's loss must get no importance-sampling ratio, carried rows or not.
+        assert all("importance_sampling_ratio" not in call for step in steps for call in step.loss_inputs)
+        return
+    checked = 0
+    for t in range(1, len(steps)):
+        generating, training = steps[t - 1].policy, steps[t].policy
+        for prompt, completion, i, call in loss_rows(steps[t]):
+            if (prompt, completion) not in steps[t - 1].carried_out:
+                continue
+            sampling = call["sampling_per_token_logps"][i, : len(completion)]
+            # The replayed sampling log-probs are those vLLM returned at generation, under the generating policy.
+            torch.testing.assert_close(sampling, completion_logps(generating, prompt, completion) - SAMPLING_OFFSET)
+            ratio = call["importance_sampling_ratio"][i, : len(completion)]
+            expected = torch.exp(completion_logps(generating, prompt, completion) - sampling).clamp(max=3.0)
+            torch.testing.assert_close(ratio, expected, atol=ATOL, rtol=ATOL)
+            wrong = torch.exp(completion_logps(training, prompt, completion) - sampling).clamp(max=3.0)
+            assert (wrong - expected).abs().max() > 100 * ATOL
+            checked += 1
+    assert checked > 0
+
+
+def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
+    task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
+    config = toy_config(DAPOConfig, tmp_path, max_steps=3)
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
+    assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
+    assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is False
+    assert trainer._carried_rows == []
+    for entry in logs:
+        informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])
+        assert entry["dynamic_sampling/dropped_informative_groups"] == informative - BATCH_GROUPS
+    assert sum(entry["dynamic_sampling/dropped_informative_groups"] for entry in logs) > 0
+
+
+# Two processes (CPU, gloo), launched with torchrun: tests/dynamic_sampling/scripts/two_process_carry.py.
+
+TWO_PROCESS_SCRIPT = Path(__file__).resolve().parent / "scripts" / "two_process_carry.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def two_process_carry(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("two_process_carry")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+        "--master_port", str(free_port()), str(TWO_PROCESS_SCRIPT), "--out", str(out_dir),
+    ]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the two-process run did not finish within 120 s:\n{output[-4000:]}")
+    assert process.returncode == 0, output[-4000:]
+    return [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.multiprocess
+def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_process_carry):
+    first, second = two_process_carry
+    assert first["global_step"] == second["global_step"] == 4
+    assert first["logs"] == second["logs"]
+    for step_first, step_second in zip(first["steps"], second["steps"], strict=True):
+        # Same batch and same carry decisions on both ranks; each rank trains its usual 8 rows.
+        assert step_first["batch"] == step_second["batch"]
+        assert step_first["carried_out"] == step_second["carried_out"]
+        assert step_first["loss_rows"] == step_second["loss_rows"] == 8
+    for t in range(1, 4):
+        carried = first["steps"][t - 1]["carried_out"]
+        assert first["logs"][t]["dynamic_sampling/carried_groups"] == len(carried) // G
+        # Carried groups lead the global batch, so rank 0 holds them first, groups whole.
+        assert first["steps"][t]["batch"][: len(carried)] == carried
+    checked = sum(len(rank["steps"][t]["carried_error"]) for rank in two_process_carry for t in range(4))
+    assert checked > 0 and any(rank["steps"][t]["carried_error"] for rank in [second] for t in range(4))
+    for rank in two_process_carry:
+        for step in rank["steps"]:
+            assert all(error < ATOL for error in step["carried_error"] + step["fresh_error"])
+
+
+def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_path):
+    """Carried rows are not saved: a resumed run trains fresh groups only at its first step, then carries again."""
+
+    def run(output_dir, resume_from=None):
+        task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
+        config = toy_config(
+            DAPOConfig, output_dir, max_steps=4, save_strategy="steps", save_steps=2,
+            dynamic_sampling_carry_surplus=True,
+        )  # fmt: skip
+        trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+        trainer.train(resume_from_checkpoint=resume_from)
+        return [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
+
+    first = run(tmp_path / "first")
+    assert first[2]["dynamic_sampling/carried_groups"] > 0, "the uninterrupted run must carry into step 3"
+    resumed = run(tmp_path / "resumed", resume_from=str(tmp_path / "first" / "checkpoint-2"))
+    # The log history up to the checkpoint is restored with it; the resumed steps follow.
+    assert [entry["step"] for entry in resumed] == [1, 2, 3, 4] and resumed[:2] == first[:2]
+    assert resumed[2]["dynamic_sampling/carried_groups"] == 0
+    assert resumed[2]["dynamic_sampling/kept_groups"] == BATCH_GROUPS
+
+
+def test_carry_benchmark_smoke():
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "carry_surplus.py"), "--smoke"],
+        check=False, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| 0 |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["off", "on"]

@@ -1,0 +1,213 @@
+"""Carrying surplus informative groups into the next generation batch (`dynamic_sampling_carry_surplus=True`).
+
+Dynamic sampling sizes its rounds with a margin and rounds them up, so a step often finds more informative
+groups than its batch holds. Without carrying, that surplus is generated, scored and thrown away. With carrying,
+it is trained in the next generation batch, placed before that batch's fresh groups so that it is always used
+there and never carried twice: a carried group is at most one generation batch old.
+
+Correctness rests on the old log-probs. A carried group was sampled from the policy of step t (the model during
+phase 1 of the step that generated it) but is trained at step t+1, after step t's optimizer update. Its
+importance ratio must therefore be taken against the step-t policy, as TRL does for rows that
+`steps_per_generation > gradient_accumulation_steps` makes stale. So:
+
+1. At step t, right after selection, one no-grad forward over the carried rows only (through TRL's own
+   `_get_per_token_logps_and_entropies`, so temperature and chunking are TRL's) records each carried row's
+   per-token log-probs under the step-t policy. The model has not been updated yet: this is the generating policy.
+2. At step t+1, TRL's unchanged `_generate_and_score_completions` scores the batch. Where TRL computes old
+   log-probs itself (vLLM with importance-sampling correction; misaligned accumulation is refused), its first log-prob
+   call is intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so
+   TRL's own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating
+   policy's log-probs and vLLM's sampling log-probs of the same row, and puts them in `old_per_token_logps`.
+   Where TRL computes none (aligned accumulation without vLLM: its loss then uses ratio 1), one no-grad forward
+   gives the fresh rows their current-policy log-probs (ratio 1, as TRL intends) and the carried rows get the
+   recorded ones.
+
+Carrying therefore needs generation aligned to optimizer steps (`gradient_accumulation_steps` a multiple of
+`steps_per_generation * num_iterations`, TRL's default): then a generation batch is trained within one optimizer
+step and a carried group is at most one optimizer step stale. Other layouts are refused by `DAPOConfig`.
+
+Carried rows live in memory only: a checkpoint does not save them, and a resumed run starts with none.
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import pad
+
+from .selection import groups_to_request
+
+LOGPS_METHOD = "_get_per_token_logps_and_entropies"
+
+
+@dataclass
+class CarryPlan:
+    """Surplus informative groups (indices in generation order) carried to the next batch, and those dropped."""
+
+    carried: list[int]
+    dropped: list[int]
+
+
+def plan_carry(informative: list[bool], selected: list[int], capacity: int) -> CarryPlan:
+    """Splits the informative groups that were not selected into carried (the earliest `capacity`) and dropped.
+
+    `capacity` is 0 when carrying is off, so every surplus group counts as dropped; with carrying it is the next
+    batch's number of groups, since a carried group must be trained in the very next batch or not at all.
+    """
+    if capacity < 0:
+        raise ValueError(f"plan_carry: capacity must be >= 0, got {capacity}.")
+    chosen = set(selected)
+    surplus = [i for i, flag in enumerate(informative) if flag and i not in chosen]
+    return CarryPlan(carried=surplus[:capacity], dropped=surplus[capacity:])
+
+
+def first_round_extra_groups_after_carry(
+    batch_groups: int, carried_groups: int, pass_rate: float | None, granularity: int
+) -> int:
+    """Groups to generate beside the dataloader's own in the first round when `carried_groups` of the
+    `batch_groups` are already filled by carried groups.
+
+    Only `batch_groups - carried_groups` fresh informative groups are needed. The dataloader's `batch_groups`
+    prompts are generated in any case (skipping them would change which prompts the run sees), so the extra
+    groups are what the pass rate asks for beyond them, rounded down to `granularity`. With no carried group this
+    is exactly `first_round_extra_groups`. The refill margin stays: what it over-generates is carried, not lost.
+    """
+    if not 0 <= carried_groups <= batch_groups:
+        raise ValueError(f"carried_groups must be in [0, {batch_groups}], got {carried_groups}.")
+    needed = batch_groups - carried_groups
+    if needed == 0 or pass_rate is None or pass_rate >= 1.0:
+        return 0
+    expected_total = groups_to_request(needed, pass_rate, batch_groups, granularity)
+    return max(0, expected_total - batch_groups) // granularity * granularity
+
+
+def carry_alignment_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
+    """`None` when a carried group stays within one optimizer step of its generating policy, else the reason."""
+    generate_every = steps_per_generation * num_iterations
+    if gradient_accumulation_steps % generate_every == 0:
+        return None
+    return (
+        f"a multiple of steps_per_generation * num_iterations ({steps_per_generation} * {num_iterations} = "
+        f"{generate_every}), so that a generation batch is trained within one optimizer step and a carried group "
+        "is at most one optimizer step stale; or set dynamic_sampling_carry_surplus=False"
+    )
+
+
+def trl_computes_old_logps(trainer) -> bool:
+    """Mirrors the condition under which TRL's scoring pass computes `old_per_token_logps` itself."""
+    generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+    return trainer.args.gradient_accumulation_steps % generate_every != 0 or bool(
+        trainer.use_vllm and trainer.vllm_importance_sampling_correction
+    )
+
+
+def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[torch.Tensor]:
+    """Per-token log-probs of each completion under the current model, one unpadded CPU tensor per row."""
+    device = trainer.accelerator.device
+    pad_id = trainer._tokenizer.pad_token_id
+    prompts = [torch.tensor(ids) for ids in prompt_ids]
+    completions = [torch.tensor(ids) for ids in completion_ids]
+    input_ids = torch.cat(
+        [pad(prompts, padding_value=pad_id, padding_side="left"), pad(completions, padding_value=pad_id)], dim=1
+    ).to(device)
+    attention_mask = torch.cat(
+        [
+            pad([torch.ones_like(ids) for ids in prompts], padding_value=0, padding_side="left"),
+            pad([torch.ones_like(ids) for ids in completions], padding_value=0),
+        ],
+        dim=1,
+    ).to(device)
+    with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
+        logps, _, _ = getattr(trainer, LOGPS_METHOD)(
+            trainer.model,
+            input_ids,
+            attention_mask,
+            max(len(ids) for ids in completion_ids),
+            batch_size=trainer.args.per_device_train_batch_size,
+        )
+    return [logps[i, : len(ids)].float().cpu() for i, ids in enumerate(completion_ids)]
+
+
+def record_generating_logps(trainer, rows) -> None:
+    """Stores on each row its log-probs under the current (generating) policy. Every process computes all rows:
+    the rows are gathered, so every process runs the same forwards (collectives stay matched under ZeRO-3)."""
+    if not rows:
+        return
+    logps = policy_logps(trainer, [row.prompt_ids for row in rows], [row.completion_ids for row in rows])
+    for row, row_logps in zip(rows, logps, strict=True):
+        row.generating_logps = row_logps
+
+
+def place_generating_logps(old_logps: torch.Tensor, local) -> torch.Tensor:
+    """`old_logps` (local rows, padded width) with each carried row's leading tokens replaced by its recorded
+    log-probs; the padded tail is masked out of the loss."""
+    old_logps = old_logps.clone()
+    for i, row in enumerate(local):
+        if row.generating_logps is not None:
+            length = len(row.generating_logps)
+            old_logps[i, :length] = row.generating_logps.to(old_logps.device, old_logps.dtype)
+    return old_logps
+
+
+@contextmanager
+def scoring_with_generating_logps(trainer, local, batch):
+    """Runs TRL's scoring pass so that carried rows' old log-probs (and, with vLLM, their importance-sampling
+    ratio) come from the policy that generated them. Yields a callable that completes TRL's output."""
+    has_carried = any(row.generating_logps is not None for row in batch)
+    if not has_carried:
+        yield lambda output: output
+        return
+    intercept = trl_computes_old_logps(trainer)
+    saved = trainer.__dict__.get(LOGPS_METHOD)
+    current = getattr(trainer, LOGPS_METHOD)
+    replaced = []
+
+    def restore():
+        if saved is None:
+            trainer.__dict__.pop(LOGPS_METHOD, None)
+        else:
+            trainer.__dict__[LOGPS_METHOD] = saved
+
+    def old_logps_call(model, input_ids, *args, **kwargs):
+        # TRL's first log-prob call of the scoring pass is the old-policy one; later ones (reference) are TRL's own.
+        restore()
+        logps, entropies, aux = current(model, input_ids, *args, **kwargs)
+        if model is not trainer.model or input_ids.shape[0] != len(local):
+            raise RuntimeError(
+                "dynamic_sampling_carry_surplus: TRL's scoring pass did not start with the old-policy log-probs of "
+                "the batch; this TRL version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
+            )
+        replaced.append(True)
+        return place_generating_logps(logps, local), entropies, aux
+
+    def complete(output: dict) -> dict:
+        if intercept:
+            if not replaced:
+                raise RuntimeError(
+                    "dynamic_sampling_carry_surplus: TRL's scoring pass computed no old-policy log-probs; this TRL "
+                    "version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
+                )
+            return output
+        # TRL computed none, so its loss would use ratio 1 for every row. Fresh rows keep ratio 1 (current policy,
+        # unchanged until this batch's optimizer step); carried rows get their generating policy's log-probs.
+        # The forward sees exactly the tensors TRL's loss will see, so a fresh row's ratio is 1 up to float noise.
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
+            current_logps, _, _ = getattr(trainer, LOGPS_METHOD)(
+                trainer.model,
+                input_ids,
+                attention_mask,
+                output["completion_ids"].size(1),
+                batch_size=trainer.args.per_device_train_batch_size,
+            )
+        output["old_per_token_logps"] = place_generating_logps(current_logps, local)
+        return output
+
+    if intercept:
+        trainer.__dict__[LOGPS_METHOD] = old_logps_call
+    try:
+        yield complete
+    finally:
+        restore()
