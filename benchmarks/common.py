@@ -63,9 +63,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, defaults: TaskSettings
         parser.add_argument(f"--{name}", type=type(value), default=None, help=f"default {value}")
 
 
-def resolve_settings(args: argparse.Namespace, defaults: TaskSettings) -> TaskSettings:
+def resolve_settings(
+    args: argparse.Namespace, defaults: TaskSettings, smoke_defaults: TaskSettings = SMOKE_SETTINGS
+) -> TaskSettings:
     """`--smoke` picks the smoke settings; any explicitly given setting flag overrides either."""
-    base = SMOKE_SETTINGS if args.smoke else defaults
+    base = smoke_defaults if args.smoke else defaults
     overrides = {name: getattr(args, name) for name in asdict(base) if getattr(args, name) is not None}
     settings = TaskSettings(**{**asdict(base), **overrides})
     if settings.batch_size % settings.num_generations:
