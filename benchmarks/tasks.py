@@ -32,21 +32,11 @@ class LevelledTask:
     level_counts: dict[int, int]  # held-out problems per level, to weigh per-level accuracy into the overall one
     max_completion_length: int
 
-    @property
-    def model(self):
-        return self.task.model
-
-    @property
-    def tokenizer(self):
-        return self.task.tokenizer
-
-    @property
-    def train_dataset(self):
-        return self.task.train_dataset
-
-    @property
-    def reward_funcs(self):
-        return self.task.reward_funcs
+    def __getattr__(self, name: str):
+        """`model`, `tokenizer`, `train_dataset`, `reward_funcs`, `eval_problems`: the underlying task's."""
+        if name in ("model", "tokenizer", "train_dataset", "reward_funcs", "eval_problems"):
+            return getattr(self.task, name)
+        raise AttributeError(name)
 
     def accuracy_by_level(self, model) -> dict[int, float]:
         """Greedy held-out accuracy per level, in one batched pass per level (the task's own evaluation)."""
@@ -59,7 +49,7 @@ class LevelledTask:
         return sum(by_level[level] * count for level, count in self.level_counts.items()) / total
 
     def eval_fingerprint(self) -> list[str]:
-        return [problem["prompt"] for problem in self.task.eval_problems]
+        return [problem["prompt"] for problem in self.eval_problems]
 
 
 def build_task(name: str, seed: int, settings, warm_start: bool = True) -> LevelledTask:
