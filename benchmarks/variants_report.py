@@ -111,20 +111,21 @@ def write_plots(report: dict, summaries: dict, output_dir: str) -> list[str]:
 
     panels = [
         ("lengths.png", [("correct_length", "right completions"), ("wrong_length", "wrong completions")],
-         "mean completion length (tokens)"),
-        ("entropy.png", [("entropy", "policy entropy")], "entropy (nats per token)"),
+         "mean completion length (tokens)", (0, report["settings"]["max_completion_length"])),
+        ("entropy.png", [("entropy", "policy entropy")], "entropy (nats per token)", (0, None)),
         ("clip_fractions.png", [("clip_low", "low clip fraction"), ("clip_high", "high clip fraction")],
-         "fraction of tokens clipped"),
+         "fraction of tokens clipped", (0, None)),
         ("degenerate_groups.png", [("all_correct_share", "all-right groups"), ("all_wrong_share", "all-wrong groups"),
-                                   ("degenerate_share", "degenerate groups (both)")], "share of generated groups"),
+                                   ("degenerate_share", "degenerate groups (both)")], "share of generated groups", (0, 1)),
     ]
-    for filename, series, ylabel in panels:
+    # Fixed y ranges (lengths up to the limit, shares 0..1), so a flat curve reads as flat, not as amplified noise.
+    for filename, series, ylabel, ylim in panels:
         figure, axes_row = plt.subplots(1, len(series), figsize=(5.5 * len(series), 4.5), squeeze=False)
         for axes, (key, title) in zip(axes_row[0], series, strict=True):
             for name, runs in by_variant.items():
                 if all(run.get(key, True) for run in runs):  # a logged metric an arm does not log is left out
                     _band(axes, bin_steps, numpy.array([binned(run, key, CURVE_BINS) for run in runs]), labels[name])
-            axes.set(xlabel="optimizer step", ylabel=ylabel, title=title)
+            axes.set(xlabel="optimizer step", ylabel=ylabel, title=title, ylim=ylim)
         axes_row[0][0].legend(fontsize=7)
         figure.suptitle(f"Per tenth of training ({seeds_note})", fontsize=10)
         save(figure, filename)
