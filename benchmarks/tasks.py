@@ -71,7 +71,7 @@ def build_task(name: str, seed: int, settings, warm_start: bool = True) -> Level
         raise SystemExit(
             f"--task graded needs trl_variants.toy.graded ({error}); use --task addition until it is installed."
         ) from error
-    kwargs = dict(seed=seed, hidden_size=settings.hidden_size, num_layers=settings.num_layers)
+    kwargs = {"seed": seed, "hidden_size": settings.hidden_size, "num_layers": settings.num_layers}
     if not warm_start:
         kwargs["warm_start_steps"] = 0
     elif settings.warm_start_steps != TASK_DEFAULT:
