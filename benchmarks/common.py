@@ -12,7 +12,6 @@ import gc
 import json
 import os
 import platform
-import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -331,7 +330,8 @@ def load_average() -> str:
 def machine_description(num_threads: int, load_at_start: str) -> dict[str, str]:
     description = {
         "cpu": cpu_model(),
-        "nproc": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or str(os.cpu_count()),
+        # Not GNU `nproc`: it honours OMP_NUM_THREADS, which the benchmarks set to 1.
+        "nproc": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
         "torch threads": str(num_threads),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "python": platform.python_version(),
