@@ -12,7 +12,6 @@ import gc
 import json
 import os
 import platform
-import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -63,9 +62,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, defaults: TaskSettings
         parser.add_argument(f"--{name}", type=type(value), default=None, help=f"default {value}")
 
 
-def resolve_settings(args: argparse.Namespace, defaults: TaskSettings) -> TaskSettings:
+def resolve_settings(
+    args: argparse.Namespace, defaults: TaskSettings, smoke_defaults: TaskSettings = SMOKE_SETTINGS
+) -> TaskSettings:
     """`--smoke` picks the smoke settings; any explicitly given setting flag overrides either."""
-    base = SMOKE_SETTINGS if args.smoke else defaults
+    base = smoke_defaults if args.smoke else defaults
     overrides = {name: getattr(args, name) for name in asdict(base) if getattr(args, name) is not None}
     settings = TaskSettings(**{**asdict(base), **overrides})
     if settings.batch_size % settings.num_generations:
@@ -329,7 +330,8 @@ def load_average() -> str:
 def machine_description(num_threads: int, load_at_start: str) -> dict[str, str]:
     description = {
         "cpu": cpu_model(),
-        "nproc": subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or str(os.cpu_count()),
+        # Not GNU `nproc`: it honours OMP_NUM_THREADS, which the benchmarks set to 1.
+        "nproc": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
         "torch threads": str(num_threads),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "python": platform.python_version(),

@@ -13,7 +13,6 @@ docs/results/dynamic_sampling_benchmark.md (or `--output`; `--smoke` writes only
 """
 
 import argparse
-import copy
 import os
 import platform
 import shlex
@@ -33,9 +32,9 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 import trl  # noqa: E402
-from transformers import PrinterCallback, ProgressCallback, TrainerCallback  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
 
-from common import cpu_model  # noqa: E402
+import common  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
@@ -131,33 +130,17 @@ class RunTotals:
 
 
 def build_trainer(task, dynamic_sampling: bool, steps: int, seed: int, output_dir: Path, timer: TimedTurns):
-    config = DAPOConfig(
-        str(output_dir),
-        use_cpu=True,
-        bf16=False,
-        per_device_train_batch_size=BATCH_ROWS,
+    settings = common.TaskSettings(
+        batch_size=BATCH_ROWS,
         num_generations=NUM_GENERATIONS,
         max_completion_length=6,
         learning_rate=1e-3,
         max_steps=steps,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        seed=seed,
-        dynamic_sampling=dynamic_sampling,
-        disable_tqdm=True,
     )
-    trainer = DAPOTrainer(
-        copy.deepcopy(task.model),
-        task.reward_funcs,
-        args=config,
-        train_dataset=task.train_dataset,
-        processing_class=task.tokenizer,
-        callbacks=[timer],
-    )
-    trainer.remove_callback(PrinterCallback)
-    trainer.remove_callback(ProgressCallback)
-    return trainer
+    shared = common.training_kwargs(settings, seed, use_vllm=False)
+    config = DAPOConfig(str(output_dir), dynamic_sampling=dynamic_sampling, **shared)
+    policy = common.Policy(task=task, model=task.model, tokenizer=task.tokenizer)
+    return common.build_trainer(DAPOTrainer, config, policy, callbacks=[timer])
 
 
 def collect(trainer, timer: TimedTurns, steps: int) -> RunTotals:
@@ -270,7 +253,7 @@ How to read it:
 
 Command: `{command}`
 
-Machine: {os.cpu_count()} CPUs ({cpu_model()}); Python {platform.python_version()}, torch {torch.__version__},
+Machine: {os.cpu_count()} CPUs ({common.cpu_model()}); Python {platform.python_version()}, torch {torch.__version__},
 transformers {transformers.__version__}, trl {trl.__version__}.
 """
 

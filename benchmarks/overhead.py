@@ -27,23 +27,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from common import (  # noqa: E402
-    PeakMemory,
-    PhaseTimer,
-    StepTimer,
-    TaskSettings,
-    add_common_arguments,
-    build_trainer,
-    configure_runtime,
-    load_policy,
-    load_average,
-    machine_description,
-    machine_markdown,
-    markdown_table,
-    resolve_settings,
-    training_kwargs,
-    write_json,
-)
+import common  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
@@ -76,10 +60,10 @@ def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
     raise ValueError(f"arm={arm!r} is not allowed; expected one of {sorted(ARMS)}.")
 
 
-def instrument_dynamic_sampling(trainer, reward_funcs) -> PhaseTimer:
+def instrument_dynamic_sampling(trainer, reward_funcs) -> common.PhaseTimer:
     """Times phase 1 (generation rounds and the keep/drop decision), the `_generate` calls inside and outside
     it (outside = phase 2's replay of the kept completions) and the reward functions."""
-    timer = PhaseTimer()
+    timer = common.PhaseTimer()
     in_phase_one = lambda t: PHASE_ONE in t.active  # noqa: E731
     timer.wrap_method(trainer, PHASE_ONE, "phase1_total")
     timer.wrap_method(trainer, "_generate", lambda t: "phase1_generate" if in_phase_one(t) else "phase2_replay")
@@ -90,15 +74,15 @@ def instrument_dynamic_sampling(trainer, reward_funcs) -> PhaseTimer:
     return timer
 
 
-def run_arm(arm: str, policy, settings: TaskSettings, cli, scratch: str, measure_memory: bool) -> dict:
-    shared = training_kwargs(settings, cli.seed, cli.use_vllm)
+def run_arm(arm: str, policy, settings: common.TaskSettings, cli, scratch: str, measure_memory: bool) -> dict:
+    shared = common.training_kwargs(settings, cli.seed, cli.use_vllm)
     trainer_class, config = arm_trainer_and_config(arm, os.path.join(scratch, arm), shared)
-    timer = StepTimer()
-    trainer = build_trainer(trainer_class, config, policy, callbacks=[timer])
+    timer = common.StepTimer()
+    trainer = common.build_trainer(trainer_class, config, policy, callbacks=[timer])
     phases = None
     if arm == "dapo_dynamic_sampling" and not measure_memory:
         phases = instrument_dynamic_sampling(trainer, trainer.reward_funcs)
-    memory = PeakMemory() if measure_memory else None
+    memory = common.PeakMemory() if measure_memory else None
     if memory:
         memory.start()
     else:
@@ -191,7 +175,7 @@ def report_markdown(report: dict) -> str:
         values = [value for value in peaks[arm] if value is not None]
         return f"{statistics.median(values):.1f}" if values else "n/a"
 
-    table = markdown_table(
+    table = common.markdown_table(
         ["arm", "median wall s/step", "median CPU s/step", f"peak memory above start, MiB ({report['memory_kind']})"],
         [
             [
@@ -217,7 +201,7 @@ def report_markdown(report: dict) -> str:
         "",
         f"Command: `{report['command']}`",
         "",
-        f"Machine: {machine_markdown(report['machine'])}. Total wall time {report['total_seconds']:.0f} s.",
+        f"Machine: {common.machine_markdown(report['machine'])}. Total wall time {report['total_seconds']:.0f} s.",
         "",
         f"Settings: {', '.join(f'{k}={v}' for k, v in report['settings'].items())}; seed {report['seed']}; "
         f"{report['repeats']} alternating repeats of {report['settings']['max_steps']} steps per arm (first step of "
@@ -244,7 +228,7 @@ def report_markdown(report: dict) -> str:
             f"{sampling['step_ratio_to_dapo']:.2f}x the median step without dynamic sampling; {sampling['rounds_per_step']:.2f} generation rounds per step, pass rate "
             f"{sampling['pass_rate']:.2f}. Shares of the dynamic-sampling step time:",
             "",
-            markdown_table(
+            common.markdown_table(
                 ["phase", "share of step time"],
                 [
                     ["phase 1 generation (TRL `_generate`, every round)", f"{sampling['fraction_phase1_generate']:.3f}"],
@@ -279,7 +263,7 @@ def plot_step_times(report: dict, path: str) -> None:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_arguments(parser, TaskSettings(max_steps=31))
+    common.add_common_arguments(parser, common.TaskSettings(max_steps=31))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=None, help="alternating timing repeats per arm (default 20)")
     parser.add_argument("--memory_repeats", type=int, default=None, help="alternating memory repeats (default 2)")
@@ -295,13 +279,13 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     cli = parse_args(argv)
-    settings = resolve_settings(cli, TaskSettings(max_steps=31))
+    settings = common.resolve_settings(cli, common.TaskSettings(max_steps=31))
     if settings.max_steps < 2:
         raise ValueError(f"--max_steps={settings.max_steps} must be >= 2 (the first step of each run is warm-up).")
-    configure_runtime(cli.num_threads)
+    common.configure_runtime(cli.num_threads)
     os.makedirs(cli.output_dir, exist_ok=True)
-    started, load_at_start = time.perf_counter(), load_average()
-    policy = load_policy(cli.seed, settings, cli.model_path)
+    started, load_at_start = time.perf_counter(), common.load_average()
+    policy = common.load_policy(cli.seed, settings, cli.model_path)
     timing_runs, memory_runs = [], []
     with tempfile.TemporaryDirectory(prefix="overhead_") as scratch:
         for repeat, order in alternating(cli.arms, cli.repeats):
@@ -318,14 +302,14 @@ def main(argv=None) -> int:
         "repeats": cli.repeats,
         "memory_repeats": cli.memory_repeats,
         "arms": cli.arms,
-        "memory_kind": PeakMemory().kind,
-        "machine": machine_description(cli.num_threads, load_at_start),
+        "memory_kind": common.PeakMemory().kind,
+        "machine": common.machine_description(cli.num_threads, load_at_start),
         "total_seconds": time.perf_counter() - started,
         "summary": summarize(timing_runs, memory_runs, cli.arms),
         "timing_runs": timing_runs,
         "memory_runs": memory_runs,
     }
-    write_json(report, os.path.join(cli.output_dir, "overhead.json"))
+    common.write_json(report, os.path.join(cli.output_dir, "overhead.json"))
     plot_step_times(report, os.path.join(cli.output_dir, "overhead_step_times.png"))
     markdown = report_markdown(report)
     with open(os.path.join(cli.output_dir, "overhead.md"), "w") as handle:

@@ -33,37 +33,64 @@ def assert_png(path: Path) -> None:
     assert data.startswith(PNG_SIGNATURE) and len(data) > 5_000, f"{path.name} is not a rendered PNG"
 
 
-def test_compare_variants_smoke_writes_table_and_plots(tmp_path):
-    run_script("compare_variants.py", "--output_dir", str(tmp_path))
+COMPARE_PLOTS = (
+    "accuracy_vs_step.png",
+    "accuracy_vs_tokens.png",
+    "accuracy_by_level.png",
+    "lengths.png",
+    "entropy.png",
+    "clip_fractions.png",
+    "degenerate_groups.png",
+)
 
-    report = json.loads((tmp_path / "variants.json").read_text())
+
+def check_compare_variants_report(output_dir: Path) -> dict:
+    report = json.loads((output_dir / "variants.json").read_text())
     runs = {run["variant"]: run for run in report["runs"]}
-    assert set(runs) == {"grpo", "dapo", "dapo_dynamic_sampling", "dr_grpo"}
-    steps = report["settings"]["max_steps"]
+    assert set(runs) == {"grpo", "dapo", "dapo_dynamic_sampling", "dapo_skip", "dr_grpo"}
+    steps, batch = report["settings"]["max_steps"], report["settings"]["batch_size"]
+    group_size = report["settings"]["num_generations"]
     for run in runs.values():
         assert run["eval_steps"] == list(range(steps + 1))
         assert all(0.0 <= accuracy <= 1.0 for accuracy in run["accuracy"])
-        assert len(run["step_seconds"]) == steps
-        # Every step samples the whole batch at least once.
-        batch = report["settings"]["batch_size"]
-        assert run["generated_completions"] >= steps * batch
-        assert run["generated_tokens"] == sorted(run["generated_tokens"]) and run["generated_tokens"][-1] > 0
-    # All variants start from the same policy, so they agree before the first step.
+        assert set(run["accuracy_by_level"]) == {str(level) for level in report["levels"]}
+        assert len(run["step_seconds"]) == len(run["entropy"]) == len(run["clip_low"]) == steps
+        # The probe sees every generated completion once; every step samples the whole batch at least once.
+        assert len(run["completions"]) == steps and all(count >= batch for count in run["completions"])
+        assert run["groups"] == [count // group_size for count in run["completions"]]
+        assert all(a + w <= g for a, w, g in zip(run["all_correct"], run["all_wrong"], run["groups"]))
+        assert run["eval_tokens"] == sorted(run["eval_tokens"]) and run["eval_tokens"][-1] == sum(run["tokens"]) > 0
+    # All arms of a seed start from the same saved policy, so they agree before the first step.
     assert len({run["accuracy"][0] for run in runs.values()}) == 1
-    sampled = runs["dapo_dynamic_sampling"]
-    assert len(sampled["rounds"]) == steps and all(rounds >= 1 for rounds in sampled["rounds"])
+    for name in ("dapo_dynamic_sampling", "dapo_skip"):
+        sampled = runs[name]
+        assert len(sampled["rounds"]) == steps and all(rounds >= 1 for rounds in sampled["rounds"])
+        # The probe's token count agrees with the package's own count of every round's completion tokens.
+        assert sum(sampled["tokens"]) == sum(sampled["ds_generated_tokens"])
     assert runs["dapo"]["rounds"] == []
-    # Dynamic sampling's extra rounds are counted as generated tokens.
-    extra_rounds = sum(rounds - 1 for rounds in sampled["rounds"])
-    if extra_rounds:
-        assert sampled["generated_completions"] > runs["dapo"]["generated_completions"]
 
-    table = (tmp_path / "variants.md").read_text()
+    table = (output_dir / "variants.md").read_text()
     for label in report["variants"].values():
         assert f"| {label} |" in table
-    for plot in ("accuracy_vs_step.png", "accuracy_vs_tokens.png", "completion_length.png", "dynamic_sampling.png"):
-        assert_png(tmp_path / plot)
+    for effect in ("degenerate-group share rising", "wrong-answer length growth", "entropy collapse"):
+        assert f"**{effect}**" in table
+    for plot in COMPARE_PLOTS:
+        assert_png(output_dir / plot)
         assert f"]({plot})" in table
+    return report
+
+
+def test_compare_variants_smoke_on_the_addition_task_in_two_workers(tmp_path):
+    run_script("compare_variants.py", "--task", "addition", "--workers", "2", "--output_dir", str(tmp_path))
+    report = check_compare_variants_report(tmp_path)
+    assert report["levels"] == [0] and report["workers"] == 2
+
+
+def test_compare_variants_smoke_on_the_graded_task(tmp_path):
+    pytest.importorskip("trl_variants.toy.graded", reason="the graded task is not in this checkout yet")
+    run_script("compare_variants.py", "--workers", "1", "--output_dir", str(tmp_path))
+    report = check_compare_variants_report(tmp_path)
+    assert report["task"] == "graded" and len(report["levels"]) > 1
 
 
 def test_overhead_smoke_from_a_local_model_dir(tmp_path):
@@ -116,3 +143,28 @@ def test_settings_reject_a_batch_that_splits_a_group(benchmark_modules):
     cli = compare_variants.parse_args(["--smoke", "--batch_size", "6", "--num_generations", "4"])
     with pytest.raises(ValueError, match="--batch_size=6 must be a multiple of --num_generations=4"):
         common.resolve_settings(cli, common.TaskSettings())
+
+
+def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(benchmark_modules, tmp_path):
+    common, compare_variants, _ = benchmark_modules
+    shared = common.training_kwargs(common.TaskSettings(max_completion_length=24), seed=0, use_vllm=False)
+    configs = {name: compare_variants.variant_trainer_and_config(name, str(tmp_path), shared)
+               for name in compare_variants.VARIANTS}
+    grpo = configs["grpo"][1]
+    assert configs["grpo"][0].__name__ == "GRPOTrainer"
+    assert (grpo.loss_type, grpo.epsilon, grpo.beta, grpo.scale_rewards) == ("grpo", 0.2, 0.0, "group")
+    assert grpo.epsilon_high in (None, 0.2)  # symmetric clip
+    dapo_arms = {name: configs[name][1] for name in ("dapo", "dapo_dynamic_sampling", "dapo_skip")}
+    assert [config.dynamic_sampling for config in dapo_arms.values()] == [False, True, True]
+    assert [config.skip_degenerate_prompts for config in dapo_arms.values()] == [False, False, True]
+    assert {config.overlong_buffer_length for config in dapo_arms.values()} == {6}
+    assert type(configs["dr_grpo"][1]).__name__ == "DrGRPOConfig"
+    for _, config in configs.values():
+        assert (config.per_device_train_batch_size, config.max_completion_length, config.seed) == (32, 24, 0)
+
+
+def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
+    output = tmp_path / "dynamic_sampling.md"
+    result = run_script("dynamic_sampling.py", "--output", str(output))
+    assert "mean generation rounds per step" in result.stdout
+    assert "# Dynamic sampling benchmark" in output.read_text()

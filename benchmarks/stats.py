@@ -1,0 +1,104 @@
+"""Pure statistics of the variant comparison: intervals over seeds, steps to a target, degenerate-group counts and
+trend slopes. No torch, no trainers: everything here is unit-tested on hand-made numbers."""
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean over seeds and its two-sided 95% Student-t interval; `low`/`high` are NaN with fewer than 2 values."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def excludes_zero(self) -> bool:
+        return not math.isnan(self.low) and (self.low > 0 or self.high < 0)
+
+    def text(self, digits: int = 3) -> str:
+        if math.isnan(self.mean):
+            return "n/a"
+        if math.isnan(self.low):
+            return f"{self.mean:.{digits}f} (n={self.n})"
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def t_quantile(probability: float, degrees_of_freedom: int) -> float:
+    """Student-t quantile from torch's density integrated on a fine grid (within 1e-3 of the tables for 1..30
+    degrees of freedom); scipy is not a dependency of the package."""
+    t = torch.distributions.StudentT(torch.tensor(float(degrees_of_freedom), dtype=torch.float64))
+    grid = torch.linspace(0.0, 200.0, 400_001, dtype=torch.float64)
+    density = t.log_prob(grid).exp()
+    cdf = 0.5 + torch.cumulative_trapezoid(density, grid)
+    index = int(torch.searchsorted(cdf, torch.tensor(probability, dtype=torch.float64)))
+    return float(grid[index + 1])
+
+
+def t_interval(values, confidence: float = 0.95) -> Interval:
+    """Mean and t-interval of `values` (NaNs dropped): mean ± t_{n-1} * sd / sqrt(n)."""
+    values = [float(value) for value in values if value is not None and not math.isnan(value)]
+    if not values:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Interval(mean, math.nan, math.nan, len(values))
+    half_width = t_quantile((1 + confidence) / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return Interval(mean, mean - half_width, mean + half_width, len(values))
+
+
+def first_reaching(xs, accuracies, target: float):
+    """The first x (step or generated tokens) at which the evaluated accuracy is >= target; None if never."""
+    return next((x for x, accuracy in zip(xs, accuracies, strict=True) if accuracy >= target), None)
+
+
+@dataclass(frozen=True)
+class GroupOutcomes:
+    """Degenerate groups among the groups of one reward call."""
+
+    groups: int
+    all_correct: int
+    all_wrong: int
+
+
+def count_group_outcomes(prompts: list, correct: list[bool], group_size: int) -> GroupOutcomes:
+    """Splits one reward call's completions into consecutive groups of `group_size` (TRL and the dynamic-sampling
+    rounds both lay a prompt's completions out contiguously) and counts the groups whose completions are all correct
+    or all wrong. Raises if a group mixes prompts, so a change in that layout cannot silently miscount."""
+    if len(correct) % group_size or len(prompts) != len(correct):
+        raise ValueError(f"{len(correct)} completions ({len(prompts)} prompts) do not split into groups of {group_size}.")
+    all_correct = all_wrong = 0
+    for start in range(0, len(correct), group_size):
+        if len(set(map(str, prompts[start : start + group_size]))) != 1:
+            raise ValueError(f"completions {start}..{start + group_size - 1} do not share one prompt.")
+        group = correct[start : start + group_size]
+        all_correct += all(group)
+        all_wrong += not any(group)
+    return GroupOutcomes(len(correct) // group_size, all_correct, all_wrong)
+
+
+def slope(xs, ys) -> float:
+    """Least-squares slope of ys on xs (NaN pairs dropped); NaN with fewer than 2 distinct xs."""
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None and not math.isnan(y)]
+    if len({x for x, _ in pairs}) < 2:
+        return math.nan
+    mean_x = statistics.fmean(x for x, _ in pairs)
+    mean_y = statistics.fmean(y for _, y in pairs)
+    numerator = sum((x - mean_x) * (y - mean_y) for x, y in pairs)
+    return numerator / sum((x - mean_x) ** 2 for x, _ in pairs)
+
+
+def binned_means(steps, values, num_steps: int, bins: int) -> list[float]:
+    """Means of `values` in `bins` equal runs of optimizer steps 0..num_steps-1 (NaN for an empty bin)."""
+    sums, counts = [0.0] * bins, [0] * bins
+    for step, value in zip(steps, values, strict=True):
+        if value is None or math.isnan(value):
+            continue
+        index = min(bins - 1, int(step * bins / max(num_steps, 1)))
+        sums[index] += value
+        counts[index] += 1
+    return [total / count if count else math.nan for total, count in zip(sums, counts, strict=True)]
