@@ -44,6 +44,8 @@ class TaskSettings:
     max_completion_length: int = 6
     learning_rate: float = 3e-4
     max_steps: int = 300
+    # Optimizer steps per generation batch; above 1 the later steps train off-policy, where clipping acts.
+    steps_per_generation: int = 1
 
 
 # Small enough that a whole script finishes in seconds; only checks that the scripts still run.
@@ -128,6 +130,7 @@ def training_kwargs(settings: TaskSettings, seed: int, use_vllm: bool) -> dict:
         use_cpu=not on_gpu,
         bf16=on_gpu,
         per_device_train_batch_size=settings.batch_size,
+        steps_per_generation=settings.steps_per_generation,
         num_generations=settings.num_generations,
         max_completion_length=settings.max_completion_length,
         learning_rate=settings.learning_rate,

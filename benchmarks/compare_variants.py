@@ -38,24 +38,27 @@ VARIANTS = {
     "dr_grpo": "Dr.GRPO",
 }
 DEFAULT_SEEDS = [0, 1, 2, 3, 4]
-DEFAULT_EVAL_EVERY = 20
-# Fixed before the comparison is run, from naive-GRPO pilot runs only (so it favours no variant): an accuracy naive
-# GRPO reaches within the step budget on most seeds. The graded task's value is to be set by its author from those
-# pilots; 0.40 is the addition task's (naive GRPO starts near 0.25 there).
-TARGET_ACCURACY = {"graded": 0.40, "addition": 0.40}
+DEFAULT_EVAL_EVERY = 25
+# Fixed before the comparison was run, from naive-GRPO pilot runs only (so it favours no variant). Graded: three
+# pilots (seeds 0-2, before any other arm ran) ended at 0.48, 0.57 and 0.38 held-out accuracy; 0.45 is a level the
+# middle of them passes and the weakest does not. Addition: naive GRPO starts near 0.25 there.
+TARGET_ACCURACY = {"graded": 0.45, "addition": 0.40}
 # The soft overlong punishment's buffer, as a share of the length limit (DAPO: 4096 of 20480 tokens). It is set on
 # every DAPO arm, so that the DAPO arms differ only in dynamic sampling and prompt skipping.
 OVERLONG_BUFFER_SHARE = 0.25
 
 # Per-task defaults; TASK_DEFAULT leaves the warm start and the length limit to the task itself.
 DEFAULT_SETTINGS = {
+    # From the naive-GRPO pilots: 16 prompts x 8 completions a generation batch, trained in two optimizer steps
+    # of 64 completions each (so the second step is off-policy and clipping acts), 200 steps.
     "graded": common.TaskSettings(warm_start_steps=tasks.TASK_DEFAULT, max_completion_length=tasks.TASK_DEFAULT,
-                                  max_steps=300),
+                                  batch_size=64, num_generations=8, steps_per_generation=2, learning_rate=5e-4,
+                                  max_steps=200),
     "addition": common.TaskSettings(),
 }
 SMOKE_SETTINGS = {
     "graded": common.TaskSettings(warm_start_steps=20, max_completion_length=tasks.TASK_DEFAULT, batch_size=8,
-                                  max_steps=3),
+                                  steps_per_generation=2, max_steps=4),
     "addition": common.SMOKE_SETTINGS,
 }
 
