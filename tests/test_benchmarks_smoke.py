@@ -166,5 +166,7 @@ def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(benchmark_mod
 def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     output = tmp_path / "dynamic_sampling.md"
     result = run_script("dynamic_sampling.py", "--output", str(output))
-    assert "mean generation rounds per step" in result.stdout
+    rows = {line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| `")}
+    assert list(rows) == ["`off`", "`ds`", "`carry`", "`carry+skip`"]
     assert "# Dynamic sampling benchmark" in output.read_text()
+    assert output.with_suffix(".json").exists()

@@ -397,13 +397,3 @@ def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_pat
     assert [entry["step"] for entry in resumed] == [1, 2, 3, 4] and resumed[:2] == first[:2]
     assert resumed[2]["dynamic_sampling/carried_groups"] == 0
     assert resumed[2]["dynamic_sampling/kept_groups"] == BATCH_GROUPS
-
-
-def test_carry_benchmark_smoke():
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "carry_surplus.py"), "--smoke"],
-        check=False, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| 0 |")]
-    assert [row.split("|")[2].strip() for row in rows] == ["off", "on"]

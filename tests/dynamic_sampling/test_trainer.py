@@ -9,18 +9,17 @@ forward passes, then call the original.
 import copy
 import dataclasses
 import json
-import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling.trainer import (
+    STATE_FILE,
+    DynamicSamplingExhaustedError,
+)
 from trl_variants.rewards import SoftOverlongPunishment
-from trl_variants.dynamic_sampling.trainer import STATE_FILE, DynamicSamplingExhaustedError
 from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
@@ -433,28 +432,6 @@ def test_resume_continues_the_refill_sampler(shared_task, tmp_path):
     assert common > 0 and resumed_indices[:common] == continued[:common]
     opening = [i for d in first_draws for i in d["indices"]][:common]
     assert resumed_indices[:common] != opening
-
-
-# The benchmark script runs end to end.
-
-
-def test_benchmark_smoke(tmp_path):
-    output = tmp_path / "benchmark.md"
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "dynamic_sampling.py"), "--smoke", "--output", str(output)],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "| mean generation rounds per step |" in result.stdout
-    assert "| wall time per step, mean (s) |" in result.stdout
-    report = output.read_text()
-    assert "dynamic_sampling.py --smoke" in report and "| mean generation rounds per step |" in report
-    rounds_row = next(line for line in result.stdout.splitlines() if line.startswith("| mean generation rounds"))
-    assert math.isfinite(float(rounds_row.split("|")[2]))
 
 
 def test_reference_log_probs_are_computed_on_the_trained_rows_only(shared_task, tmp_path):
