@@ -7,6 +7,7 @@ from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
 from .args import CliUsageError, ParsedCommand, Variant
+from .sources import check_dataset_source, check_model_source, dataset_config_problem
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 
 
@@ -19,6 +20,9 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
 
+    check_model_source("--model_name_or_path", model_args.model_name_or_path, model_args.model_revision)
+    if script_args.reward_model_name_or_path:
+        check_model_source("--reward_model_name_or_path", script_args.reward_model_name_or_path)
     splits = load_splits(script_args, dataset_args)
     train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
     eval_dataset = None
@@ -71,9 +75,19 @@ def load_splits(script_args, dataset_args) -> DatasetDict:
             return get_dataset(dataset_args)
         if not script_args.dataset_name:
             raise CliUsageError("no dataset: pass --dataset_name (a Hub id or a local folder) or a `datasets:` list.")
+        check_dataset_source(script_args.dataset_name, script_args.dataset_config)
         return load_dataset(
             script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming
         )
+    except ValueError as error:
+        if script_args.dataset_config and "BuilderConfig" in str(error):
+            raise CliUsageError(
+                dataset_config_problem(script_args.dataset_name, script_args.dataset_config, error)
+            ) from None
+        raise CliUsageError(
+            f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
+            f"{' '.join(str(error).split())}"
+        ) from None
     except (DatasetsError, FileNotFoundError, ConnectionError) as error:
         raise CliUsageError(
             f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
@@ -85,7 +99,8 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
     """One split with the column mapping, filter and system prompt applied, checked to have a `prompt` column."""
     if split_name not in splits:
         raise CliUsageError(
-            f"dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}."
+            f"--dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}. Pass one "
+            "of those."
         )
     dataset = splits[split_name]
     if isinstance(dataset, Dataset) and len(dataset) == 0:
