@@ -296,3 +296,58 @@ def test_bad_input_exits_2_with_one_line_from_the_installed_module(toy_files, tm
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("trl-variants: error: reward_funcs: unknown reward 'nope'")
     assert sum(line.startswith("trl-variants: error:") for line in lines) == 1
+
+
+# --- Adapting a recipe to local data ---------------------------------------------------------------------------
+
+LOCAL_DATA_RECIPE = """\
+dataset_name: openai/gsm8k
+dataset_config: main
+prompt_column: question
+solution_column: answer
+system_prompt: "Solve the problem."
+reward_funcs: [dapo_accuracy]
+"""
+
+
+def test_any_optional_recipe_key_can_be_unset_from_the_command_line(toy_files, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE + "overlong_buffer_length: 2\n")
+    argv = ["--config", str(recipe), *toy_flags(toy_files, tmp_path, dataset="questions")]
+    argv += ["--dataset_config", "none", "--overlong_buffer_length=None", "--solution_column", "null"]
+    parsed = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS)
+    assert parsed.script_args.dataset_config is None
+    assert parsed.script_args.solution_column is None
+    assert parsed.training_args.overlong_buffer_length is None
+    assert parsed.script_args.system_prompt == "Solve the problem."  # keys not unset keep the recipe's value
+    # "none" is a value of report_to, not an unset
+    plain_argv = [*toy_flags(toy_files, tmp_path), "--reward_funcs", "dapo_accuracy"]
+    plain = parse_command(VARIANTS["dapo"], plain_argv, LAUNCH_OPTIONS)
+    assert plain.training_args.report_to in ([], "none", ["none"])
+
+
+def test_recipe_runs_on_local_data_with_its_hub_settings_turned_off(toy_files, tmp_path, monkeypatch):
+    """The GSM8K recipe's Hub config and system prompt turned off from the command line; `answer` is still there
+    for a reward that reads it, although `solution_column: answer` maps it to `solution`."""
+    (tmp_path / "answer_rewards.py").write_text(
+        "def reads_answer(completions, answer, solution, **kwargs):\n"
+        "    assert answer == solution\n"
+        "    return [1.0 if c.strip().startswith(a) else 0.0 for c, a in zip(completions, answer)]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE.replace("[dapo_accuracy]", "[answer_rewards.reads_answer]"))
+    output_dir = tmp_path / "out"
+    argv = ["dapo", "--config", str(recipe), *toy_flags(toy_files, output_dir, dataset="questions")]
+    assert main([*argv, "--dataset_config", "none", "--system_prompt", ""]) == 0
+    assert (output_dir / "model.safetensors").is_file()
+
+
+def test_system_prompt_without_a_chat_template_fails_before_training(toy_files, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE)
+    argv = ["dapo", "--config", str(recipe), *toy_flags(toy_files, tmp_path / "o", dataset="questions")]
+    assert main([*argv, "--dataset_config", "none"]) == 2
+    line = error_line(capsys)
+    assert "no chat template" in line and "--system_prompt" in line and str(toy_files["model"]) in line
+    assert not (tmp_path / "o").exists()

@@ -7,7 +7,7 @@ traceback, a Hub id with the Hub unreachable waits through retries, and a folder
 
 import os
 
-from .args import CliUsageError
+from .common import CliUsageError
 
 MODEL_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json", ".pt", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -67,7 +67,11 @@ def _check_model_folder(flag: str, value: str, needs_tokenizer: bool) -> None:
 
 def _check_hub_repo(flag: str, value: str, repo_type: str, revision: str | None, probe_file: str) -> None:
     from huggingface_hub import HfApi, try_to_load_from_cache
-    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        HFValidationError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
     from huggingface_hub.utils import validate_repo_id
 
     kind = "dataset" if repo_type == "dataset" else "model"
@@ -100,7 +104,7 @@ def _check_hub_repo(flag: str, value: str, repo_type: str, revision: str | None,
             f"{flag}={value!r}: no local folder of that name and no such Hub {kind} (or it is private: log in with "
             "`hf auth login`); check the spelling."
         ) from None
-    except Exception as error:  # noqa: BLE001 - any network failure means the same to the user
+    except Exception as error:
         raise CliUsageError(
             f"{flag}={value!r}: no local folder of that name, and the Hub could not be reached to fetch the {kind} "
             f"({type(error).__name__}); check the connection, or set HF_HUB_OFFLINE=1 to use only the local cache."
@@ -149,3 +153,24 @@ def dataset_config_problem(value: str, dataset_config: str, error: Exception) ->
         f"--dataset_config={dataset_config!r} is not a config of dataset {value!r}{local}; it has {available}. "
         "Pass one of those, or unset it with --dataset_config none."
     )
+
+
+def check_chat_template(flag: str, value: str, revision: str | None, trust_remote_code: bool, reason: str) -> None:
+    """Raises `CliUsageError` when the model's tokenizer has no chat template but the prompts are conversations.
+
+    Without the check, the run loads the model and fails at its first generation with a transformers traceback.
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(value, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise CliUsageError(
+            f"{flag}={value!r}: its tokenizer cannot be loaded ({' '.join(str(error).split())[:200]})."
+        ) from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise CliUsageError(
+            f"{flag}={value!r}: its tokenizer has no chat template, which {reason} needs; use a chat model, add a "
+            "chat template to the tokenizer, or give plain-text prompts (--system_prompt '' turns a recipe's "
+            "system prompt off)."
+        )

@@ -6,9 +6,14 @@ from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
-from .args import CliUsageError, ParsedCommand, Variant
-from .sources import check_dataset_source, check_model_source, dataset_config_problem
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
+from .args import CliUsageError, ParsedCommand, Variant
+from .sources import (
+    check_chat_template,
+    check_dataset_source,
+    check_model_source,
+    dataset_config_problem,
+)
 
 
 def run_training(variant: Variant, command: ParsedCommand) -> None:
@@ -28,10 +33,19 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     eval_dataset = None
     if training_args.eval_strategy != "no":
         eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
+    conversational = is_conversational_dataset(train_dataset)
     try:
-        check_dataset_feeds(reward_specs, column_names(train_dataset), is_conversational_dataset(train_dataset))
+        check_dataset_feeds(reward_specs, column_names(train_dataset), conversational)
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
+    if conversational:
+        check_chat_template(
+            "--model_name_or_path",
+            model_args.model_name_or_path,
+            model_args.model_revision,
+            training_args.trust_remote_code,
+            reason="--system_prompt" if script_args.system_prompt else "the dataset's conversational prompts",
+        )
 
     reward_funcs = [spec.func for spec in reward_specs]
     if script_args.reward_model_name_or_path:
@@ -116,13 +130,12 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
             raise CliUsageError(
                 f"dataset column {source!r} ({flag}) is missing from split {split_name!r}; it has {columns}{hint}."
             )
-    for source, target in renames.items():
-        if source != target:
-            if target in columns:
-                dataset = dataset.remove_columns(target)
-            dataset = dataset.rename_column(source, target)
+    copies = {source: target for source, target in renames.items() if source != target}
+    if copies:
+        # Copied, not renamed: a reward function may still read the original column (e.g. `answer`).
+        dataset = dataset.map(lambda row: {target: row[source] for source, target in copies.items()})
     dataset = apply_filter(dataset, script_args.dataset_filter)
-    if script_args.system_prompt is not None:
+    if script_args.system_prompt:  # an empty --system_prompt "" turns the recipe's off
         dataset = with_system_prompt(dataset, script_args.system_prompt)
     return dataset
 
