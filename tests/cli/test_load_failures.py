@@ -79,3 +79,11 @@ def test_load_failure_is_one_line_and_exit_2(files, case):
     line = one_error_line(run_cli(files, *argv))
     assert all(fragment in line for fragment in expected), line
     assert not (files / "out").exists()
+
+
+def test_prompt_column_of_numbers_is_one_line_and_exit_2(files):
+    (files / "numbers").mkdir(exist_ok=True)
+    (files / "numbers" / "train.jsonl").write_text(json.dumps({"question": 12, "answer": "2"}) + "\n")
+    line = one_error_line(run_cli(files, *flags("model", "numbers", "--prompt_column", "question")))
+    assert "column 'prompt' holds values of type int64; expected text (str) or a conversation" in line
+    assert not (files / "out").exists()

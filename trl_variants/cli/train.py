@@ -6,6 +6,7 @@ from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
+from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from .args import CliUsageError, ParsedCommand, Variant
 from .sources import (
@@ -33,6 +34,11 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     eval_dataset = None
     if training_args.eval_strategy != "no":
         eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
+    splits_to_check = [(script_args.dataset_train_split, train_dataset), (script_args.dataset_test_split, eval_dataset)]
+    for split, dataset in splits_to_check:
+        problems = [] if dataset is None else prompt_type_problems(dataset, f"split {split!r} of the dataset:")
+        if problems:
+            raise CliUsageError(problems[0])
     conversational = is_conversational_dataset(train_dataset)
     try:
         check_dataset_feeds(reward_specs, column_names(train_dataset), conversational)
