@@ -148,6 +148,11 @@ def test_dapo_command_trains_and_saves_a_model_with_its_card(toy_files, tmp_path
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "tokenizer.json").is_file()
     card = (output_dir / "README.md").read_text()
     assert "dapo" in card and "trl-variants" in card and "soft overlong punishment" in card
+    # A local model and dataset are named, not linked as if they were on the Hub.
+    assert "None" not in card and "huggingface.co/datasets" not in card
+    assert f"fine-tuned version of the local model `{toy_files['model']}`" in card
+    assert f"on the dataset `{toy_files['answers']}` (not on the Hub)" in card
+    assert f'model="{output_dir}"' in card
 
 
 def test_dataset_columns_are_mapped_and_lora_flags_train_an_adapter(toy_files, tmp_path):
@@ -189,6 +194,8 @@ def test_accelerate_config_relaunches_the_command_through_accelerate(toy_files, 
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(record.read_text())["launched"] == "1"  # the reward ran in the launched process
     assert (output_dir / "model.safetensors").is_file()
+    card = (output_dir / "README.md").read_text()  # TRL's own card for the baseline, tidied the same way
+    assert "None" not in card and "huggingface.co/datasets" not in card and "the local model" in card
 
 
 # --- Bad input -------------------------------------------------------------------------------------------------

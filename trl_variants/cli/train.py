@@ -2,10 +2,13 @@
 save and optionally push. Every check on the input happens before the model is loaded, so a wrong column name
 fails in seconds rather than after a multi-gigabyte download."""
 
+import os
+
 from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
+from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_card
 from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from .args import CliUsageError, ParsedCommand, Variant
@@ -78,14 +81,25 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
     # top-level model that looks final.
     trainer.save_model(training_args.output_dir)
-    trainer.create_model_card(dataset_name=script_args.dataset_name)
+    if isinstance(trainer, VariantModelCardMixin):
+        trainer.create_model_card(dataset_name=script_args.dataset_name)
+    else:  # TRL's own GRPOTrainer, the baseline
+        title = os.path.basename(os.path.normpath(training_args.output_dir))
+        trainer.create_model_card(model_name=title, dataset_name=hub_dataset_name(script_args))
+        tidy_model_card(trainer, script_args.dataset_name)
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
     if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+        own_card = isinstance(trainer, VariantModelCardMixin)
+        trainer.push_to_hub(dataset_name=script_args.dataset_name if own_card else hub_dataset_name(script_args))
         trainer.accelerator.print(f"Model pushed to https://huggingface.co/{trainer.hub_model_id}.")
     # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
     if hasattr(trainer, "end"):
         trainer.end()
+
+
+def hub_dataset_name(script_args) -> str | None:
+    """The dataset name TRL's own model card may link: only a Hub id."""
+    return script_args.dataset_name if is_hub_dataset_id(script_args.dataset_name) else None
 
 
 def load_splits(script_args, dataset_args) -> DatasetDict:
