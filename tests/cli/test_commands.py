@@ -358,3 +358,18 @@ def test_system_prompt_without_a_chat_template_fails_before_training(toy_files, 
     line = error_line(capsys)
     assert "no chat template" in line and "--system_prompt" in line and str(toy_files["model"]) in line
     assert not (tmp_path / "o").exists()
+
+
+def test_training_run_prints_no_warning_the_package_defaults_trigger(toy_files, tmp_path):
+    """GRPOConfig's default `gradient_checkpointing=True` makes TRL call transformers' deprecated methods at every
+    step; those warnings are silenced, and another FutureWarning still shows."""
+    import warnings
+
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "out"), "--reward_funcs", "dapo_accuracy"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+        warnings.warn("unrelated", FutureWarning)
+    messages = [str(warning.message) for warning in caught]
+    assert not [message for message in messages if "checkpointing" in message], messages
+    assert "unrelated" in messages

@@ -3,6 +3,7 @@ save and optionally push. Every check on the input happens before the model is l
 fails in seconds rather than after a multi-gigabyte download."""
 
 import os
+import warnings
 
 from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
@@ -17,6 +18,13 @@ from .sources import (
     check_dataset_source,
     check_model_source,
     dataset_config_problem,
+)
+
+# With `gradient_checkpointing` on, as GRPOConfig's default (kept by the variant configs) has it, TRL and the
+# Trainer call transformers' deprecated gradient-checkpointing methods at every step. The warnings name nothing the
+# user set or could change, so these, and only these, are silenced during the run.
+DEPRECATED_CHECKPOINTING_WARNINGS = (
+    r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
 )
 
 
@@ -68,16 +76,18 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     }
     training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
 
-    trainer = variant.trainer_class(
-        model=model_args.model_name_or_path,
-        reward_funcs=reward_funcs,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
-    )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=DEPRECATED_CHECKPOINTING_WARNINGS, category=FutureWarning)
+        trainer = variant.trainer_class(
+            model=model_args.model_name_or_path,
+            reward_funcs=reward_funcs,
+            args=training_args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            peft_config=get_peft_config(model_args),
+            quantization_config=get_quantization_config(model_args),
+        )
+        trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
     # top-level model that looks final.
     trainer.save_model(training_args.output_dir)
