@@ -60,7 +60,8 @@ def test_variant_help_is_grouped_command_then_variant_then_trl_and_transformers(
         assert flag in command_section
     dapo_section = text.split("DAPOConfig: the fields")[1].split("TRL ModelConfig")[0]
     assert "--overlong_buffer_length" in dapo_section and "--epsilon_high" in dapo_section
-    assert "--learning_rate" not in dapo_section and "--learning_rate" in text.split("transformers TrainingArguments")[1]
+    assert "--learning_rate" not in dapo_section
+    assert "--learning_rate" in text.split("transformers TrainingArguments")[1]
     # The usage line is one line, not the 230-line list of every flag argparse writes by default.
     assert text.splitlines()[0].startswith("usage: trl-variants dapo [--config RECIPE.yaml]")
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ def command_prefix() -> list[str]:
     return [script] if script else [sys.executable, "-m", "trl_variants.cli"]
 
 
-def run_cli(cwd, *flags):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+def run_cli(cwd, *flags, **env_overrides):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **env_overrides}
     return subprocess.run(
         [*command_prefix(), "dapo", *flags], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
     )
@@ -58,19 +59,55 @@ def flags(model="model", dataset="data", *extra):
 
 
 CASES = {
-    "relative model path": (flags(model="./no-such-model"), ["--model_name_or_path='./no-such-model'", "no such model folder"]),
-    "absolute model path": (flags(model="/no/such/model"), ["'/no/such/model'", "no such model folder"]),
-    "folder without model files": (flags(model="empty"), ["--model_name_or_path='empty'", "config.json"]),
-    "folder without tokenizer": (flags(model="model_without_tokenizer"), ["holds no tokenizer", "tokenizer.json"]),
-    "model name not cached, Hub offline": (flags(model="nobody-x/no-such-model"), ["'nobody-x/no-such-model'", "HF_HUB_OFFLINE=1", "hf download"]),
-    "invalid model name": (flags(model="bad name!"), ["'bad name!'", "not a valid Hub model id"]),
-    "relative dataset path": (flags(dataset="./no-such-data"), ["--dataset_name='./no-such-data'", "no such file or folder"]),
-    "absolute dataset path": (flags(dataset="/no/such/data"), ["--dataset_name='/no/such/data'", "no such file or folder"]),
-    "dataset name not cached, Hub offline": (flags(dataset="nobody-x/no-such-data"), ["'nobody-x/no-such-data'", "HF_HUB_OFFLINE=1", "--repo-type dataset"]),
-    "folder without data files": (flags(dataset="empty"), ["--dataset_name='empty'", "holds no data files"]),
-    "dataset config of a local folder": (flags("model", "data", "--dataset_config", "main"), ["--dataset_config='main'", "'default'", "--dataset_config none"]),
-    "wrong split": (flags("model", "data", "--dataset_train_split", "training"), ["--dataset_train_split='training'", "['train']"]),
-}  # fmt: skip
+    "relative model path": (
+        flags(model="./no-such-model"),
+        ["--model_name_or_path='./no-such-model'", "no such model folder"],
+    ),
+    "absolute model path": (
+        flags(model="/no/such/model"),
+        ["'/no/such/model'", "no such model folder"],
+    ),
+    "folder without model files": (
+        flags(model="empty"),
+        ["--model_name_or_path='empty'", "config.json"],
+    ),
+    "folder without tokenizer": (
+        flags(model="model_without_tokenizer"),
+        ["holds no tokenizer", "tokenizer.json"],
+    ),
+    "model name not cached, Hub offline": (
+        flags(model="nobody-x/no-such-model"),
+        ["'nobody-x/no-such-model'", "HF_HUB_OFFLINE=1", "hf download"],
+    ),
+    "invalid model name": (
+        flags(model="bad name!"),
+        ["'bad name!'", "not a valid Hub model id"],
+    ),
+    "relative dataset path": (
+        flags(dataset="./no-such-data"),
+        ["--dataset_name='./no-such-data'", "no such file or folder"],
+    ),
+    "absolute dataset path": (
+        flags(dataset="/no/such/data"),
+        ["--dataset_name='/no/such/data'", "no such file or folder"],
+    ),
+    "dataset name not cached, Hub offline": (
+        flags(dataset="nobody-x/no-such-data"),
+        ["'nobody-x/no-such-data'", "HF_HUB_OFFLINE=1", "--repo-type dataset"],
+    ),
+    "folder without data files": (
+        flags(dataset="empty"),
+        ["--dataset_name='empty'", "holds no data files"],
+    ),
+    "dataset config of a local folder": (
+        flags("model", "data", "--dataset_config", "main"),
+        ["--dataset_config='main'", "'default'", "--dataset_config none"],
+    ),
+    "wrong split": (
+        flags("model", "data", "--dataset_train_split", "training"),
+        ["--dataset_train_split='training'", "['train']"],
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -87,3 +124,16 @@ def test_prompt_column_of_numbers_is_one_line_and_exit_2(files):
     line = one_error_line(run_cli(files, *flags("model", "numbers", "--prompt_column", "question")))
     assert "column 'prompt' holds values of type int64; expected text (str) or a conversation" in line
     assert not (files / "out").exists()
+
+
+@pytest.mark.parametrize("flag_index, name", [(1, "nobody-x/no-such-model"), (3, "nobody-x/no-such-data")])
+def test_hub_name_with_the_hub_unreachable_fails_at_once(files, flag_index, name):
+    """Online mode, but the Hub endpoint refuses connections (a closed local port): one line naming the flag and
+    the way out, instead of retries and a traceback."""
+    argv = flags()
+    argv[flag_index] = name
+    started = time.monotonic()
+    result = run_cli(files, *argv, HF_HUB_OFFLINE="0", HF_ENDPOINT="http://127.0.0.1:9")
+    line = one_error_line(result)
+    assert f"={name!r}" in line and "the Hub could not be reached" in line and "HF_HUB_OFFLINE=1" in line
+    assert time.monotonic() - started < 60

@@ -172,7 +172,10 @@ def test_train_sampler_keeps_trls_order_and_resumes_it_in_any_epoch(task, tmp_pa
     "prompts, expected",
     [
         ([1, 2], "train_dataset column 'prompt' holds values of type int64; expected text (str) or a conversation"),
-        ([["1+1=", "2+2="]], "train_dataset column 'prompt' holds a list in its first row (['1+1=', '2+2=']); expected"),
+        (
+            [["1+1=", "2+2="]],
+            "train_dataset column 'prompt' holds a list in its first row (['1+1=', '2+2=']); expected",
+        ),
         ([[{"text": "1+1="}]], "train_dataset column 'prompt' holds a list in its first row ([{'text': '1+1='}]);"),
     ],
 )

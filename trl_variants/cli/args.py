@@ -258,7 +258,8 @@ def make_parser(variant: Variant, for_help: bool = False) -> VariantParser:
         dataclass_types,
         variant,
         prog=f"trl-variants {variant.command}",
-        usage=f"trl-variants {variant.command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] [--FIELD VALUE ...]",
+        usage=f"trl-variants {variant.command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] "
+        "[--FIELD VALUE ...]",
         description=variant.description,
     )
     if for_help:

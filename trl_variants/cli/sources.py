@@ -86,10 +86,10 @@ def _check_hub_repo(flag: str, value: str, repo_type: str, revision: str | None,
     if isinstance(cached, str) or (repo_type == "dataset" and _dataset_in_datasets_cache(value)):
         return
     if hub_offline():
+        repo_type_flag = " --repo-type dataset" if kind == "dataset" else ""
         raise CliUsageError(
             f"{flag}={value!r}: no local folder of that name, and the Hub {kind} is not in the local cache while "
-            f"HF_HUB_OFFLINE=1; download it first (`hf download {value}{' --repo-type dataset' * (kind == 'dataset')}`) "
-            "or pass a local folder."
+            f"HF_HUB_OFFLINE=1; download it first (`hf download {value}{repo_type_flag}`) or pass a local folder."
         )
     api = HfApi()
     try:
