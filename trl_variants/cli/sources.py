@@ -53,10 +53,13 @@ def _check_model_folder(flag: str, value: str, needs_tokenizer: bool) -> None:
         )
     files = os.listdir(path)
     has_weights = any(name.endswith(MODEL_WEIGHT_SUFFIXES) for name in files)
-    if "config.json" not in files or not has_weights:
+    # A PEFT adapter folder names its base model in adapter_config.json, which transformers loads from there.
+    has_config = "config.json" in files or "adapter_config.json" in files
+    if not has_config or not has_weights:
         raise CliUsageError(
-            f"{flag}={value!r} holds no model: looked for config.json and a weights file (*.safetensors or "
-            f"*.bin) in {path}, found {sorted(files)[:8]}; pass the folder `save_pretrained` wrote."
+            f"{flag}={value!r} holds no model: looked for config.json (or a PEFT adapter_config.json) and a weights "
+            f"file (*.safetensors or *.bin) in {path}, found {sorted(files)[:8]}; pass the folder `save_pretrained` "
+            "wrote."
         )
     if needs_tokenizer and not any(name in files for name in TOKENIZER_FILES):
         raise CliUsageError(
