@@ -142,3 +142,48 @@ def test_a_trainer_refuses_another_config_class(trainer_class, wrong_config_clas
     config = toy_config(wrong_config_class, tmp_path)
     with pytest.raises(TypeError, match=message):
         toy_trainer(trainer_class, config, task)
+
+
+# --- Types -----------------------------------------------------------------------------------------------------
+
+WRONG_TYPES = [
+    # (field, value, expected text): the package's own fields, the ones it validates, and TRL's and transformers'
+    # numeric fields, which would otherwise fail inside their `__post_init__` or the optimizer without a name.
+    ("num_generations", "8", "an integer or None"),
+    ("max_completion_length", 3.5, "an integer or None"),
+    ("epsilon_high", True, "a number (int or float) or None"),
+    ("beta", "0", "a number (int or float)"),
+    ("learning_rate", "1e-5", "a number (int or float)"),
+    ("per_device_train_batch_size", "8", "an integer"),
+    ("temperature", "hot", "a number (int or float)"),
+]
+
+
+@BOTH
+@pytest.mark.parametrize("field, value, expected", WRONG_TYPES)
+def test_wrong_field_type_names_field_value_and_types(config_class, field, value, expected, tmp_path):
+    with pytest.raises(TypeError) as raised:
+        build(config_class, tmp_path, **{field: value})
+    assert str(raised.value) == f"{field}={value!r} has type {type(value).__name__}; expected {expected}."
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("overlong_buffer_length", "2", "an integer or None"),
+        ("overlong_penalty_factor", "1", "a number (int or float)"),
+        ("dynamic_sampling", "no", "a bool (True or False)"),
+        ("dynamic_sampling_max_rounds", 2.0, "an integer"),
+        ("skip_degenerate_prompts", 1, "a bool (True or False)"),
+    ],
+)
+def test_wrong_dapo_field_type_is_rejected(field, value, expected, tmp_path):
+    with pytest.raises(TypeError) as raised:
+        build(DAPOConfig, tmp_path, **{field: value})
+    assert str(raised.value) == f"{field}={value!r} has type {type(value).__name__}; expected {expected}."
+
+
+@BOTH
+def test_int_for_a_float_field_and_none_for_an_optional_one_are_accepted(config_class, tmp_path):
+    config = build(config_class, tmp_path, learning_rate=1, temperature=1, num_generations_eval=None)
+    assert config.learning_rate == 1 and config.num_generations_eval is None

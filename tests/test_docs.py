@@ -313,3 +313,37 @@ def test_readme_demo_table_is_what_the_demo_prints(tmp_path):
     }
     assert printed_rows == readme_rows
     assert result.held_out_accuracy_after >= result.held_out_accuracy_before + 0.15, result
+
+
+PASS_RATE_DEFINITION = "informative groups / generated groups"
+
+
+@pytest.mark.parametrize("name", ["metrics.md", "migration.md", "dynamic_sampling.md"])
+def test_pass_rate_is_defined_where_it_is_used_and_told_apart_from_accuracy(name):
+    page = normalised((REPO / "docs" / name).read_text(encoding="utf-8"))
+    assert "pass_rate" in page
+    assert PASS_RATE_DEFINITION in page and "not accuracy" in page.lower()
+
+
+def test_dynamic_sampling_page_says_how_to_choose_the_settings():
+    page = (REPO / "docs" / "dynamic_sampling.md").read_text(encoding="utf-8")
+    section = page.split("## Choosing the settings", 1)[1].split("\n## ", 1)[0]
+    for setting in ("temperature", "num_generations", "generation_batch_size", "dynamic_sampling_max_rounds"):
+        assert f"`{setting}`" in section
+    assert "What to watch" in section
+
+
+def test_migration_quotes_the_measured_step_time_cost_from_the_benchmarks():
+    migration = normalised((REPO / "docs" / "migration.md").read_text(encoding="utf-8"))
+    benchmarks = normalised((REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
+    assert "benchmarks.md#overhead-against-trl" in migration
+    for figure in ("1.006", "1.47x", "1.83x"):
+        assert figure in migration and figure in benchmarks
+
+
+def test_index_describes_the_demo_task_as_it_is():
+    from trl_variants.cli.demo import DEMO_TASK
+
+    page = normalised((REPO / "docs" / "index.md").read_text(encoding="utf-8"))
+    assert DEMO_TASK["max_operand"] >= 10 and "two-digit" in page
+    assert "one-digit addition prompts and" not in page

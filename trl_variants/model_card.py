@@ -40,17 +40,77 @@ def settings_section(variant_name: str, settings: dict[str, object]) -> str:
     )
 
 
+def is_hub_dataset_id(name: str | None) -> bool:
+    """Whether `name` can be a Hub dataset id, so that the card may link it: not a local path, and well formed."""
+    if not name or os.path.exists(name) or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return False
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def base_model_text(name_or_path: str | None) -> str | None:
+    """How the card names a base model that is not on the Hub: TRL writes `[None](https://huggingface.co/None)`."""
+    if name_or_path and os.path.isdir(name_or_path):
+        return f"the local model `{name_or_path}`"
+    if not name_or_path:
+        return "a model built locally from a config (it has no base model on the Hub)"
+    return None
+
+
+def tidy_card_text(text: str, base_model: str | None, local_dataset: str | None, model_reference: str) -> str:
+    """TRL's card text without links to `None` or to a dataset that is not on the Hub.
+
+    `base_model` replaces the `[None](https://huggingface.co/None)` link; `local_dataset` (a path or a name that is
+    no Hub id) is named after it without a link; `model_reference` replaces `model="None"` in the quick start.
+    """
+    if base_model is not None:
+        text = text.replace("[None](https://huggingface.co/None)", base_model)
+    if local_dataset:
+        lines = text.split("\n")
+        for index, line in enumerate(lines):
+            if line.startswith("This model is a fine-tuned version of") and line.endswith("."):
+                lines[index] = f"{line[:-1]}, on the dataset `{local_dataset}` (not on the Hub)."
+        text = "\n".join(lines)
+    return text.replace('model="None"', f"model={model_reference!r}".replace("'", '"'))
+
+
+def tidy_model_card(trainer, dataset_name: str | None, model_name: str | None = None) -> None:
+    """Rewrites the README.md `trainer.create_model_card` wrote in `output_dir` (see `tidy_card_text`)."""
+    if not trainer.is_world_process_zero():
+        return
+    path = os.path.join(trainer.args.output_dir, "README.md")
+    with open(path, encoding="utf-8") as card:
+        text = card.read()
+    name_or_path = getattr(trainer.model.config, "_name_or_path", None)
+    local_dataset = None if is_hub_dataset_id(dataset_name) else dataset_name
+    reference = trainer.hub_model_id or model_name or str(trainer.args.output_dir)
+    with open(path, "w", encoding="utf-8") as card:
+        card.write(tidy_card_text(text, base_model_text(name_or_path), local_dataset, reference))
+
+
 class VariantModelCardMixin:
     """Appends the variant's key settings to the model card TRL writes (tags and citation come from `_paper`,
-    `_name` and `_tag_names`, which TRL's own model card already uses)."""
+    `_name` and `_tag_names`, which TRL's own model card already uses), and names a base model or dataset that is
+    not on the Hub without a link."""
 
     def _variant_settings(self) -> dict[str, object]:
         raise NotImplementedError
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None):
-        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        # A dataset that is no Hub id would be linked, and listed in the card's metadata, as if it were one.
+        hub_dataset = dataset_name if is_hub_dataset_id(dataset_name) else None
+        # TRL titles the card "Model Card for None" without a name; the output folder's name is the model's.
+        title = model_name or os.path.basename(os.path.normpath(self.args.output_dir))
+        super().create_model_card(model_name=title, dataset_name=hub_dataset, tags=tags)
         if not self.is_world_process_zero():
             return
+        tidy_model_card(self, dataset_name, model_name)
         path = os.path.join(self.args.output_dir, "README.md")
         with open(path, "a", encoding="utf-8") as card:
             card.write(settings_section(self._name, self._variant_settings()))

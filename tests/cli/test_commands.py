@@ -148,6 +148,11 @@ def test_dapo_command_trains_and_saves_a_model_with_its_card(toy_files, tmp_path
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "tokenizer.json").is_file()
     card = (output_dir / "README.md").read_text()
     assert "dapo" in card and "trl-variants" in card and "soft overlong punishment" in card
+    # A local model and dataset are named, not linked as if they were on the Hub.
+    assert "None" not in card and "huggingface.co/datasets" not in card
+    assert f"fine-tuned version of the local model `{toy_files['model']}`" in card
+    assert f"on the dataset `{toy_files['answers']}` (not on the Hub)" in card
+    assert f'model="{output_dir}"' in card
 
 
 def test_dataset_columns_are_mapped_and_lora_flags_train_an_adapter(toy_files, tmp_path):
@@ -189,6 +194,8 @@ def test_accelerate_config_relaunches_the_command_through_accelerate(toy_files, 
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(record.read_text())["launched"] == "1"  # the reward ran in the launched process
     assert (output_dir / "model.safetensors").is_file()
+    card = (output_dir / "README.md").read_text()  # TRL's own card for the baseline, tidied the same way
+    assert "None" not in card and "huggingface.co/datasets" not in card and "the local model" in card
 
 
 # --- Bad input -------------------------------------------------------------------------------------------------
@@ -296,3 +303,73 @@ def test_bad_input_exits_2_with_one_line_from_the_installed_module(toy_files, tm
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("trl-variants: error: reward_funcs: unknown reward 'nope'")
     assert sum(line.startswith("trl-variants: error:") for line in lines) == 1
+
+
+# --- Adapting a recipe to local data ---------------------------------------------------------------------------
+
+LOCAL_DATA_RECIPE = """\
+dataset_name: openai/gsm8k
+dataset_config: main
+prompt_column: question
+solution_column: answer
+system_prompt: "Solve the problem."
+reward_funcs: [dapo_accuracy]
+"""
+
+
+def test_any_optional_recipe_key_can_be_unset_from_the_command_line(toy_files, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE + "overlong_buffer_length: 2\n")
+    argv = ["--config", str(recipe), *toy_flags(toy_files, tmp_path, dataset="questions")]
+    argv += ["--dataset_config", "none", "--overlong_buffer_length=None", "--solution_column", "null"]
+    parsed = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS)
+    assert parsed.script_args.dataset_config is None
+    assert parsed.script_args.solution_column is None
+    assert parsed.training_args.overlong_buffer_length is None
+    assert parsed.script_args.system_prompt == "Solve the problem."  # keys not unset keep the recipe's value
+    # "none" is a value of report_to, not an unset
+    plain_argv = [*toy_flags(toy_files, tmp_path), "--reward_funcs", "dapo_accuracy"]
+    plain = parse_command(VARIANTS["dapo"], plain_argv, LAUNCH_OPTIONS)
+    assert plain.training_args.report_to in ([], "none", ["none"])
+
+
+def test_recipe_runs_on_local_data_with_its_hub_settings_turned_off(toy_files, tmp_path, monkeypatch):
+    """The GSM8K recipe's Hub config and system prompt turned off from the command line; `answer` is still there
+    for a reward that reads it, although `solution_column: answer` maps it to `solution`."""
+    (tmp_path / "answer_rewards.py").write_text(
+        "def reads_answer(completions, answer, solution, **kwargs):\n"
+        "    assert answer == solution\n"
+        "    return [1.0 if c.strip().startswith(a) else 0.0 for c, a in zip(completions, answer)]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE.replace("[dapo_accuracy]", "[answer_rewards.reads_answer]"))
+    output_dir = tmp_path / "out"
+    argv = ["dapo", "--config", str(recipe), *toy_flags(toy_files, output_dir, dataset="questions")]
+    assert main([*argv, "--dataset_config", "none", "--system_prompt", ""]) == 0
+    assert (output_dir / "model.safetensors").is_file()
+
+
+def test_system_prompt_without_a_chat_template_fails_before_training(toy_files, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL_DATA_RECIPE)
+    argv = ["dapo", "--config", str(recipe), *toy_flags(toy_files, tmp_path / "o", dataset="questions")]
+    assert main([*argv, "--dataset_config", "none"]) == 2
+    line = error_line(capsys)
+    assert "no chat template" in line and "--system_prompt" in line and str(toy_files["model"]) in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_training_run_prints_no_warning_the_package_defaults_trigger(toy_files, tmp_path):
+    """GRPOConfig's default `gradient_checkpointing=True` makes TRL call transformers' deprecated methods at every
+    step; those warnings are silenced, and another FutureWarning still shows."""
+    import warnings
+
+    argv = ["dapo", *toy_flags(toy_files, tmp_path / "out"), "--reward_funcs", "dapo_accuracy"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+        warnings.warn("unrelated", FutureWarning)
+    messages = [str(warning.message) for warning in caught]
+    assert not [message for message in messages if "checkpointing" in message], messages
+    assert "unrelated" in messages

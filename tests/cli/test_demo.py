@@ -48,6 +48,10 @@ def test_demo_writes_every_artifact_and_replaces_its_earlier_output(tmp_path, ca
     card = (output_dir / "README.md").read_text()
     assert "dapo" in card and "trl-variants" in card and "2503.14476" in card
     assert "## Demo results" in card and f"{summary['held_out_accuracy_after']:.2f}" in card
+    # The toy policy is built from a config and trained on generated problems: nothing to link on the Hub.
+    assert "None" not in card and "huggingface.co/datasets" not in card
+    assert "a model built locally from a config (it has no base model on the Hub)" in card
+    assert 'model="' + output_dir.name + '"' in card
 
     # The saved model is the trained one: reloaded, it scores what the summary says on the held-out problems.
     model = AutoModelForCausalLM.from_pretrained(output_dir)

@@ -166,3 +166,31 @@ def test_train_sampler_keeps_trls_order_and_resumes_it_in_any_epoch(task, tmp_pa
     resumed = ResumableRepeatSampler(list(range(10)), **settings)
     resumed.set_epoch(2)
     assert list(resumed) == trl_epochs[2]
+
+
+@pytest.mark.parametrize(
+    "prompts, expected",
+    [
+        ([1, 2], "train_dataset column 'prompt' holds values of type int64; expected text (str) or a conversation"),
+        (
+            [["1+1=", "2+2="]],
+            "train_dataset column 'prompt' holds a list in its first row (['1+1=', '2+2=']); expected",
+        ),
+        ([[{"text": "1+1="}]], "train_dataset column 'prompt' holds a list in its first row ([{'text': '1+1='}]);"),
+    ],
+)
+def test_prompt_column_of_the_wrong_type_is_refused_naming_column_and_types(task, tmp_path, prompts, expected):
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict({"prompt": prompts, "answer": ["2"] * len(prompts)})
+    with pytest.raises(ValueError) as raised:
+        build(DAPOTrainer, DAPOConfig, task, tmp_path, train_dataset=dataset)
+    assert str(raised.value).startswith(expected), str(raised.value)
+    assert "a list of {'role': ..., 'content': ...} messages" in str(raised.value)
+
+
+def test_conversational_prompts_are_accepted(task, tmp_path):
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": "1+1="}]] * 2, "answer": ["2"] * 2})
+    assert build(DAPOTrainer, DAPOConfig, task, tmp_path, train_dataset=dataset) is not None

@@ -6,10 +6,12 @@ and PEFT flags behave as in TRL. What is left over must be an `accelerate launch
 anything else is reported as a mistake instead of being silently dropped.
 """
 
+import argparse
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import yaml
+from transformers import TrainingArguments
 from trl import (
     DatasetMixtureConfig,
     GRPOConfig,
@@ -24,10 +26,7 @@ from ..dapo.trainer import DAPOTrainer
 from ..dr_grpo.config import DrGRPOConfig
 from ..dr_grpo.trainer import DrGRPOTrainer
 from ..rewards.registry import accepted_names_text
-
-
-class CliUsageError(Exception):
-    """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""
+from .common import ACCELERATE_CONFIG_FLAG, VARIANT_COMMANDS, CliUsageError
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("grpo", GRPOConfig, GRPOTrainer, "TRL's plain GRPO, as a baseline through the same launcher"),
     )
 }
-
-# `--accelerate_config` is resolved by TRL's helper into `--config_file`; it is not an `accelerate launch` flag.
-ACCELERATE_CONFIG_FLAG = "--accelerate_config"
+assert tuple(VARIANTS) == VARIANT_COMMANDS, "common.VARIANT_COMMANDS must list the same commands"
 
 
 @dataclass
@@ -68,9 +65,9 @@ class VariantScriptArguments(ScriptArguments):
         reward_model_name_or_path (`str`, *optional*):
             A sequence-classification reward model, added before the reward functions.
         prompt_column (`str`, defaults to `"prompt"`):
-            Dataset column holding the prompts; renamed to `prompt`.
+            Dataset column holding the prompts; copied to `prompt` (the original column stays).
         solution_column (`str`, *optional*):
-            Dataset column holding the gold answers; renamed to `solution`, which the accuracy rewards read.
+            Dataset column holding the gold answers; copied to `solution`, which the accuracy rewards read.
         system_prompt (`str`, *optional*):
             When set, each plain-text prompt becomes a conversation: this system message, then the prompt as the
             user message, so the model's chat template is applied.
@@ -89,11 +86,11 @@ class VariantScriptArguments(ScriptArguments):
     )
     prompt_column: str = field(
         default="prompt",
-        metadata={"help": "Dataset column holding the prompts; it is renamed to `prompt`."},
+        metadata={"help": "Dataset column holding the prompts; it is copied to `prompt`."},
     )
     solution_column: str | None = field(
         default=None,
-        metadata={"help": "Dataset column holding the gold answers; it is renamed to `solution`."},
+        metadata={"help": "Dataset column holding the gold answers; it is copied to `solution`."},
     )
     system_prompt: str | None = field(
         default=None,
@@ -111,10 +108,138 @@ class VariantScriptArguments(ScriptArguments):
 
 
 class VariantParser(TrlParser):
-    """`TrlParser` that raises `CliUsageError` instead of printing usage and exiting, so every mistake is one line."""
+    """`TrlParser` that raises `CliUsageError` instead of printing usage and exiting, so every mistake is one line,
+    and whose help lists the options in groups: the command's own, the variant's fields, then TRL's and
+    transformers' fields (TrlParser lists well over a thousand lines in one block)."""
+
+    def __init__(self, dataclass_types, variant: "Variant", **kwargs):
+        self._variant = variant
+        self._groups: dict[str, argparse._ArgumentGroup] = {}
+        super().__init__(dataclass_types, **kwargs)
+        order = [self._group(title) for title in help_group_titles(variant)]
+        self._action_groups = [group for group in self._action_groups if group not in order] + order
 
     def error(self, message):
         raise CliUsageError(f"{self.prog}: {message}")
+
+    def set_defaults_with_config(self, **kwargs):
+        # A field unset on the command line (`--dataset_config none`) overrides the recipe's value for it.
+        remaining = super().set_defaults_with_config(**kwargs)
+        self.set_defaults(**dict.fromkeys(self.unset_fields, None))
+        return remaining
+
+    def take_unset_flags(self, argv: list[str]) -> list[str]:
+        """`argv` without the `--field none` pairs of optional fields, which are recorded in `unset_fields`.
+
+        Only fields whose default is `None` can be unset; `report_to` is left alone, since "none" is one of its
+        values.
+        """
+        self.unset_fields: set[str] = set()
+        kept, index = [], 0
+        while index < len(argv):
+            token = argv[index]
+            key, has_inline, inline_value = token.partition("=")
+            value = inline_value if has_inline else (argv[index + 1] if index + 1 < len(argv) else None)
+            dest = self._optional_field_dests.get(key)
+            if dest is not None and value is not None and value.strip().lower() in ("none", "null"):
+                self.unset_fields.add(dest)
+                index += 1 if has_inline else 2
+                continue
+            kept.append(token)
+            index += 1
+        return kept
+
+    @property
+    def _optional_field_dests(self) -> dict[str, str]:
+        optional = {
+            item.name
+            for dtype in self.dataclass_types
+            for item in fields(dtype)
+            if item.default is None and item.name != "report_to"
+        }
+        return {
+            option: action.dest
+            for option, action in self._option_string_actions.items()
+            if action.dest in optional and not option.startswith(("--no_", "--no-"))
+        }
+
+    def _group(self, title: str) -> "argparse._ArgumentGroup":
+        if title not in self._groups:
+            self._groups[title] = self.add_argument_group(title, HELP_GROUP_DESCRIPTIONS.get(title))
+        return self._groups[title]
+
+    def _add_dataclass_arguments(self, dtype):
+        self._adding = dtype
+        super()._add_dataclass_arguments(dtype)
+
+    def _parse_dataclass_field(self, parser, field):
+        title = help_group_title(self._variant, self._adding, field.name)
+        TrlParser._parse_dataclass_field(self._group(title), field)
+        complement = self._option_string_actions.get(f"--no_{field.name}")
+        if complement is not None and complement.dest == field.name:
+            complement.help = f"Sets {field.name} to False."
+            # Its own default would print as "(default: False)", which reads as the field's default.
+            complement.default = argparse.SUPPRESS
+
+
+COMMAND_GROUP = "options of the command"
+HELP_GROUP_DESCRIPTIONS = {COMMAND_GROUP: "A flag or recipe key set to 'none' unsets an optional field."}
+# Options the command handles before TRL's parser sees the rest, listed in the help only: parsing them as fields
+# would hide them from TrlParser's recipe reading and from the launcher.
+HELP_ONLY_OPTIONS = {
+    "--config": ("RECIPE.yaml", "YAML recipe whose keys are any of the fields below; command-line flags win."),
+    ACCELERATE_CONFIG_FLAG: (
+        "NAME|PATH",
+        "Relaunch with `accelerate launch` using one of TRL's configs (zero1, zero2, zero3, fsdp1, fsdp2, "
+        "multi_gpu, single_gpu) or a YAML file; any `accelerate launch` flag (--num_processes, --num_machines, "
+        "...) then passes through.",
+    ),
+}
+
+
+def help_group_titles(variant: "Variant") -> list[str]:
+    config_name = variant.config_class.__name__
+    titles = [COMMAND_GROUP]
+    if variant.config_class is not GRPOConfig:
+        titles.append(f"{config_name}: the fields {config_name} adds or sets differently from GRPOConfig")
+    titles += [
+        "TRL ModelConfig: model loading and PEFT",
+        "TRL GRPOConfig: the GRPO fields",
+        "TRL DatasetMixtureConfig: several datasets from the recipe",
+        "transformers TrainingArguments",
+    ]
+    return titles
+
+
+def help_group_title(variant: "Variant", dtype: type, field_name: str) -> str:
+    titles = help_group_titles(variant)
+    if dtype is VariantScriptArguments:
+        return COMMAND_GROUP
+    if dtype is ModelConfig:
+        return titles[-4]
+    if dtype is DatasetMixtureConfig:
+        return titles[-2]
+    if field_name in _variant_field_names(variant.config_class):
+        return titles[1]
+    if field_name in _field_defaults(GRPOConfig) and field_name not in _field_defaults(TrainingArguments):
+        return titles[-3]
+    return titles[-1]
+
+
+def _field_defaults(config_class: type) -> dict[str, object]:
+    return {item.name: item.default for item in fields(config_class)}
+
+
+def _variant_field_names(config_class: type) -> set[str]:
+    """Fields a variant config adds to GRPOConfig, gives another default or declares again."""
+    if config_class is GRPOConfig:
+        return set()
+    base = _field_defaults(GRPOConfig)
+    return {
+        name
+        for name, default in _field_defaults(config_class).items()
+        if name not in base or base[name] != default or name in vars(config_class).get("__annotations__", {})
+    }
 
 
 @dataclass
@@ -127,9 +252,22 @@ class ParsedCommand:
     training_script_args: list[str]
 
 
-def make_parser(variant: Variant) -> VariantParser:
+def make_parser(variant: Variant, for_help: bool = False) -> VariantParser:
     dataclass_types = (VariantScriptArguments, variant.config_class, ModelConfig, DatasetMixtureConfig)
-    return VariantParser(dataclass_types, prog=f"trl-variants {variant.command}", description=variant.description)
+    parser = VariantParser(
+        dataclass_types,
+        variant,
+        prog=f"trl-variants {variant.command}",
+        usage=f"trl-variants {variant.command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] "
+        "[--FIELD VALUE ...]",
+        description=variant.description,
+    )
+    if for_help:
+        group = parser._group(COMMAND_GROUP)
+        for flag, (metavar, help_text) in reversed(HELP_ONLY_OPTIONS.items()):
+            group.add_argument(flag, metavar=metavar, help=help_text, default=argparse.SUPPRESS)
+            group._group_actions.insert(0, group._group_actions.pop())
+    return parser
 
 
 def field_owner_text(variant: Variant) -> str:
@@ -144,7 +282,7 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
     do invalid values, which the config classes reject in `__post_init__`. Launch settings given on the command
     line override those of the recipe.
     """
-    parser = make_parser(variant)
+    parser = make_parser(variant, for_help=bool({"-h", "--help"} & set(argv)))
     config_path = _config_path(argv)
     if "--config" in argv and config_path is None:
         raise CliUsageError("--config needs the path of a YAML recipe.")
@@ -153,7 +291,7 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
             # GRPOConfig's own defaults trip transformers' deprecation warnings; they say nothing about the input.
             warnings.simplefilter("ignore", FutureWarning)
             *dataclasses_, config_remaining, cli_remaining = parser.parse_args_and_config(
-                argv, return_remaining_strings=True, separate_remaining_strings=True
+                parser.take_unset_flags(argv), return_remaining_strings=True, separate_remaining_strings=True
             )
     except FileNotFoundError as error:
         raise CliUsageError(f"--config: recipe file not found: {error.filename or config_path}") from None

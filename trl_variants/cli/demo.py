@@ -12,7 +12,6 @@ on, before and after. Everything lands in an output folder that appears only onc
     demo_summary.json                                 the before/after numbers, written last
 """
 
-import argparse
 import json
 import sys
 import time
@@ -32,10 +31,9 @@ from .demo_artifacts import (
     ProgressBarCallback,
     plot_training_log,
 )
+from .demo_command import DEFAULT_OUTPUT_DIR, DEFAULT_STEPS
 from .output import StagedFolder, check_output_dir
 
-DEFAULT_STEPS = 300
-DEFAULT_OUTPUT_DIR = "demo-output"
 SUMMARY_FILE = "demo_summary.json"
 LOG_FILE = "training_log.jsonl"
 PLOT_FILE = "training_curves.png"
@@ -253,25 +251,3 @@ class _quiet_libraries:
         self._warnings.__exit__(*exc_info)
         torch.set_num_threads(self._threads)
         return False
-
-
-class _DemoArgumentParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise CliUsageError(f"trl-variants demo: {message}")
-
-
-def demo_main(argv: list[str]) -> int:
-    parser = _DemoArgumentParser(
-        prog="trl-variants demo",
-        description="Offline CPU demo: train the embedded toy policy and compare held-out accuracy before and after.",
-    )
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the toy task and of training (default 0)")
-    parser.add_argument(
-        "--output_dir", default=DEFAULT_OUTPUT_DIR, help=f"output folder (default {DEFAULT_OUTPUT_DIR}/)"
-    )
-    parser.add_argument("--variant", default="dapo", choices=list(VARIANTS), help="trainer to use (default dapo)")
-    parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
-    args = parser.parse_args(argv)
-    run_demo(args.steps, args.seed, args.output_dir, args.variant, show_progress=not args.no_progress)
-    return 0

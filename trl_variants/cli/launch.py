@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .args import ACCELERATE_CONFIG_FLAG, CliUsageError
+from .common import ACCELERATE_CONFIG_FLAG, CliUsageError
 
 # Set in the processes accelerate starts, so they train instead of launching again.
 LAUNCHED_ENV = "TRL_VARIANTS_LAUNCHED"

@@ -12,9 +12,7 @@ output folder) print one line starting with `trl-variants: error:` and exit with
 
 import sys
 
-from .args import VARIANTS, CliUsageError, Variant, parse_command
-from .launch import accelerate_launch_options, inside_launched_process, relaunch
-from .output import check_output_dir
+from .common import VARIANT_COMMANDS, CliUsageError
 
 USAGE = """usage: trl-variants {demo,dapo,dr-grpo,grpo} [options]
 
@@ -41,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     command, options = argv[0], argv[1:]
     try:
         if command == "demo":
-            from .demo import demo_main
+            from .demo_command import demo_main
 
             return demo_main(options)
-        if command not in VARIANTS:
-            raise CliUsageError(f"unknown command {command!r}; choose one of demo, {', '.join(VARIANTS)}.")
-        return run_variant_command(VARIANTS[command], options)
+        if command not in VARIANT_COMMANDS:
+            raise CliUsageError(f"unknown command {command!r}; choose one of demo, {', '.join(VARIANT_COMMANDS)}.")
+        return run_variant_command(command, options)
     except CliUsageError as error:
         print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
         return USAGE_ERROR_EXIT_CODE
@@ -56,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED_EXIT_CODE
 
 
-def run_variant_command(variant: Variant, options: list[str]) -> int:
+def run_variant_command(command: str, options: list[str]) -> int:
+    # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
+    from .args import VARIANTS, parse_command
+    from .launch import accelerate_launch_options, inside_launched_process, relaunch
+    from .output import check_output_dir
     from .train import run_training
 
+    variant = VARIANTS[command]
     parsed = parse_command(variant, options, accelerate_launch_options())
     check_output_dir(parsed.training_args.output_dir)
     if parsed.launch_args and not inside_launched_process():

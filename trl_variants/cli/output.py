@@ -6,7 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .args import CliUsageError
+from .common import CliUsageError
 
 
 def check_output_dir(path: str | os.PathLike) -> None:

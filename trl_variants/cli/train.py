@@ -2,12 +2,30 @@
 save and optionally push. Every check on the input happens before the model is loaded, so a wrong column name
 fails in seconds rather than after a multi-gigabyte download."""
 
+import os
+import warnings
+
 from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
+from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_card
+from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from .args import CliUsageError, ParsedCommand, Variant
+from .sources import (
+    check_chat_template,
+    check_dataset_source,
+    check_model_source,
+    dataset_config_problem,
+)
+
+# With `gradient_checkpointing` on, as GRPOConfig's default (kept by the variant configs) has it, TRL and the
+# Trainer call transformers' deprecated gradient-checkpointing methods at every step. The warnings name nothing the
+# user set or could change, so these, and only these, are silenced during the run.
+DEPRECATED_CHECKPOINTING_WARNINGS = (
+    r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
+)
 
 
 def run_training(variant: Variant, command: ParsedCommand) -> None:
@@ -19,15 +37,32 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
 
+    check_model_source("--model_name_or_path", model_args.model_name_or_path, model_args.model_revision)
+    if script_args.reward_model_name_or_path:
+        check_model_source("--reward_model_name_or_path", script_args.reward_model_name_or_path)
     splits = load_splits(script_args, dataset_args)
     train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
     eval_dataset = None
     if training_args.eval_strategy != "no":
         eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
+    splits_to_check = [(script_args.dataset_train_split, train_dataset), (script_args.dataset_test_split, eval_dataset)]
+    for split, dataset in splits_to_check:
+        problems = [] if dataset is None else prompt_type_problems(dataset, f"split {split!r} of the dataset:")
+        if problems:
+            raise CliUsageError(problems[0])
+    conversational = is_conversational_dataset(train_dataset)
     try:
-        check_dataset_feeds(reward_specs, column_names(train_dataset), is_conversational_dataset(train_dataset))
+        check_dataset_feeds(reward_specs, column_names(train_dataset), conversational)
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
+    if conversational:
+        check_chat_template(
+            "--model_name_or_path",
+            model_args.model_name_or_path,
+            model_args.model_revision,
+            training_args.trust_remote_code,
+            reason="--system_prompt" if script_args.system_prompt else "the dataset's conversational prompts",
+        )
 
     reward_funcs = [spec.func for spec in reward_specs]
     if script_args.reward_model_name_or_path:
@@ -41,27 +76,40 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     }
     training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
 
-    trainer = variant.trainer_class(
-        model=model_args.model_name_or_path,
-        reward_funcs=reward_funcs,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
-    )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=DEPRECATED_CHECKPOINTING_WARNINGS, category=FutureWarning)
+        trainer = variant.trainer_class(
+            model=model_args.model_name_or_path,
+            reward_funcs=reward_funcs,
+            args=training_args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            peft_config=get_peft_config(model_args),
+            quantization_config=get_quantization_config(model_args),
+        )
+        trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
     # top-level model that looks final.
     trainer.save_model(training_args.output_dir)
-    trainer.create_model_card(dataset_name=script_args.dataset_name)
+    if isinstance(trainer, VariantModelCardMixin):
+        trainer.create_model_card(dataset_name=script_args.dataset_name)
+    else:  # TRL's own GRPOTrainer, the baseline
+        title = os.path.basename(os.path.normpath(training_args.output_dir))
+        trainer.create_model_card(model_name=title, dataset_name=hub_dataset_name(script_args))
+        tidy_model_card(trainer, script_args.dataset_name)
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
     if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+        own_card = isinstance(trainer, VariantModelCardMixin)
+        trainer.push_to_hub(dataset_name=script_args.dataset_name if own_card else hub_dataset_name(script_args))
         trainer.accelerator.print(f"Model pushed to https://huggingface.co/{trainer.hub_model_id}.")
     # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
     if hasattr(trainer, "end"):
         trainer.end()
+
+
+def hub_dataset_name(script_args) -> str | None:
+    """The dataset name TRL's own model card may link: only a Hub id."""
+    return script_args.dataset_name if is_hub_dataset_id(script_args.dataset_name) else None
 
 
 def load_splits(script_args, dataset_args) -> DatasetDict:
@@ -71,9 +119,19 @@ def load_splits(script_args, dataset_args) -> DatasetDict:
             return get_dataset(dataset_args)
         if not script_args.dataset_name:
             raise CliUsageError("no dataset: pass --dataset_name (a Hub id or a local folder) or a `datasets:` list.")
+        check_dataset_source(script_args.dataset_name, script_args.dataset_config)
         return load_dataset(
             script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming
         )
+    except ValueError as error:
+        if script_args.dataset_config and "BuilderConfig" in str(error):
+            raise CliUsageError(
+                dataset_config_problem(script_args.dataset_name, script_args.dataset_config, error)
+            ) from None
+        raise CliUsageError(
+            f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
+            f"{' '.join(str(error).split())}"
+        ) from None
     except (DatasetsError, FileNotFoundError, ConnectionError) as error:
         raise CliUsageError(
             f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
@@ -85,7 +143,8 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
     """One split with the column mapping, filter and system prompt applied, checked to have a `prompt` column."""
     if split_name not in splits:
         raise CliUsageError(
-            f"dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}."
+            f"--dataset_{role}_split={split_name!r} is not a split of the dataset; it has {list(splits)}. Pass one "
+            "of those."
         )
     dataset = splits[split_name]
     if isinstance(dataset, Dataset) and len(dataset) == 0:
@@ -101,13 +160,12 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
             raise CliUsageError(
                 f"dataset column {source!r} ({flag}) is missing from split {split_name!r}; it has {columns}{hint}."
             )
-    for source, target in renames.items():
-        if source != target:
-            if target in columns:
-                dataset = dataset.remove_columns(target)
-            dataset = dataset.rename_column(source, target)
+    copies = {source: target for source, target in renames.items() if source != target}
+    if copies:
+        # Copied, not renamed: a reward function may still read the original column (e.g. `answer`).
+        dataset = dataset.map(lambda row: {target: row[source] for source, target in copies.items()})
     dataset = apply_filter(dataset, script_args.dataset_filter)
-    if script_args.system_prompt is not None:
+    if script_args.system_prompt:  # an empty --system_prompt "" turns the recipe's off
         dataset = with_system_prompt(dataset, script_args.system_prompt)
     return dataset
 

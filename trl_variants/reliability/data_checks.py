@@ -56,6 +56,8 @@ def dataset_problems(dataset, dataset_name: str, reward_funcs: list, reward_func
             f"generates completions for the prompts in that column. Rename your prompt column, e.g. "
             f"dataset.rename_column('question', '{PROMPT_COLUMN}')."
         )
+    else:
+        problems += prompt_type_problems(dataset, dataset_name)
     for reward_func, name in zip(reward_funcs, reward_func_names, strict=True):
         if isinstance(reward_func, nn.Module):
             continue
@@ -67,6 +69,47 @@ def dataset_problems(dataset, dataset_name: str, reward_funcs: list, reward_func
                 "the reward function."
             )
     return problems
+
+
+PROMPT_EXPECTED = "text (str) or a conversation (a list of {'role': ..., 'content': ...} messages)"
+
+
+def prompt_type_problems(dataset, dataset_name: str) -> list[str]:
+    """The prompt column must hold text or conversations; anything else fails inside the tokenizer or the chat
+    template with a message that names neither the column nor the dataset. The column's declared type covers
+    every row; without one, the first row is checked."""
+    features = getattr(dataset, "features", None)
+    feature = features.get(PROMPT_COLUMN) if features else None
+    dtype = getattr(feature, "dtype", None)
+    if dtype is not None and dtype not in ("string", "large_string"):
+        return [
+            f"{dataset_name} column '{PROMPT_COLUMN}' holds values of type {dtype}; expected {PROMPT_EXPECTED}. "
+            "Convert the column, e.g. dataset.map(lambda row: {'prompt': str(row['prompt'])})."
+        ]
+    row = _first_row(dataset)
+    if row is None:
+        return []
+    value = row[PROMPT_COLUMN]
+    if isinstance(value, str) or _is_conversation(value):
+        return []
+    return [
+        f"{dataset_name} column '{PROMPT_COLUMN}' holds a {type(value).__name__} in its first row ({value!r:.60}); "
+        f"expected {PROMPT_EXPECTED}."
+    ]
+
+
+def _is_conversation(value) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(message, dict) and {"role", "content"} <= set(message) for message in value)
+    )
+
+
+def _first_row(dataset):
+    if hasattr(dataset, "__len__"):
+        return dataset[0] if len(dataset) > 0 else None
+    return next(iter(dataset.take(1)), None) if hasattr(dataset, "take") else None
 
 
 class ResumableRepeatSampler(RepeatSampler):

@@ -142,7 +142,7 @@ def check_dataset_feeds(specs: list[RewardSpec], column_names: list[str], conver
             if missing:
                 raise RewardLookupError(
                     f"reward {spec.name!r} needs dataset column(s) {missing}; the dataset has {column_names}. "
-                    "Rename the column or map it with --solution_column."
+                    "Add the column(s) to the dataset, or give the reward function's parameter(s) a default."
                 )
         elif spec.columns and not set(spec.columns) & set(column_names):
             wanted = " or ".join(repr(column) for column in spec.columns)

@@ -1,0 +1,12 @@
+"""What every part of the command line shares. It imports nothing heavy, so `trl-variants --help` and
+`trl-variants demo --help` answer without loading torch or TRL."""
+
+# The training commands, in the order the usage text lists them; `args.VARIANTS` maps each to its classes.
+VARIANT_COMMANDS = ("dapo", "dr-grpo", "grpo")
+
+# `--accelerate_config` is resolved by TRL's helper into `--config_file`; it is not an `accelerate launch` flag.
+ACCELERATE_CONFIG_FLAG = "--accelerate_config"
+
+
+class CliUsageError(Exception):
+    """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""

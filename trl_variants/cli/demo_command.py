@@ -1,0 +1,33 @@
+"""`trl-variants demo`'s options. Parsed before the demo module (torch, TRL, the toy task) is imported, so that
+`trl-variants demo --help` and a mistyped option answer at once."""
+
+import argparse
+
+from .common import VARIANT_COMMANDS, CliUsageError
+
+DEFAULT_STEPS = 300
+DEFAULT_OUTPUT_DIR = "demo-output"
+
+
+class _DemoArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CliUsageError(f"trl-variants demo: {message}")
+
+
+def demo_main(argv: list[str]) -> int:
+    parser = _DemoArgumentParser(
+        prog="trl-variants demo",
+        description="Offline CPU demo: train the embedded toy policy and compare held-out accuracy before and after.",
+    )
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the toy task and of training (default 0)")
+    parser.add_argument(
+        "--output_dir", default=DEFAULT_OUTPUT_DIR, help=f"output folder (default {DEFAULT_OUTPUT_DIR}/)"
+    )
+    parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
+    parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
+    args = parser.parse_args(argv)
+    from .demo import run_demo
+
+    run_demo(args.steps, args.seed, args.output_dir, args.variant, show_progress=not args.no_progress)
+    return 0
