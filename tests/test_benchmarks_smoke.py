@@ -87,10 +87,18 @@ def test_compare_variants_smoke_on_the_addition_task_in_two_workers(tmp_path):
 
 
 def test_compare_variants_smoke_on_the_graded_task(tmp_path):
-    pytest.importorskip("trl_variants.toy.graded", reason="the graded task is not in this checkout yet")
     run_script("compare_variants.py", "--workers", "1", "--output_dir", str(tmp_path))
     report = check_compare_variants_report(tmp_path)
-    assert report["task"] == "graded" and len(report["levels"]) > 1
+    assert report["task"] == "graded" and report["levels"] == [1, 2, 3, 4, 5]
+    # The overall accuracy is the per-level accuracies weighted by each level's number of held-out problems.
+    counts = report["level_counts"]
+    for run in report["runs"]:
+        by_level = run["accuracy_by_level"]
+        for index, overall in enumerate(run["accuracy"]):
+            weighted = sum(by_level[level][index] * count for level, count in counts.items()) / sum(counts.values())
+            assert overall == pytest.approx(weighted)
+    table = (tmp_path / "variants.md").read_text()
+    assert all(f"final, level {level} ({count} problems)" in table for level, count in counts.items())
 
 
 def test_overhead_smoke_from_a_local_model_dir(tmp_path):

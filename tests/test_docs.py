@@ -269,7 +269,10 @@ def resolves(reference: str) -> bool:
     parts = reference.split(".")
     for split in range(len(parts), 0, -1):
         module_name = ".".join(parts[:split])
-        if importlib.util.find_spec(module_name) is None:
+        try:
+            if importlib.util.find_spec(module_name) is None:
+                continue
+        except ModuleNotFoundError:  # a parent in the dotted path is a module, not a package
             continue
         target = importlib.import_module(module_name)
         for attribute in parts[split:]:
@@ -337,7 +340,7 @@ def test_migration_quotes_the_measured_step_time_cost_from_the_benchmarks():
     migration = normalised((REPO / "docs" / "migration.md").read_text(encoding="utf-8"))
     benchmarks = normalised((REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
     assert "benchmarks.md#overhead-against-trl" in migration
-    for figure in ("1.006", "1.47x", "1.83x"):
+    for figure in ("1.006", "1.47x", "1.95x"):
         assert figure in migration and figure in benchmarks
 
 
