@@ -29,7 +29,6 @@ from trl_variants.dynamic_sampling.carry import (
     plan_carry,
 )
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
-from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
@@ -119,17 +118,6 @@ def test_misaligned_generation_is_refused(tmp_path):
 # Trainer runs.
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def shared_task(one_torch_thread):
-    return make_toy_task(seed=0)
 
 
 def completion_logps(model, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:

@@ -9,7 +9,10 @@ import torch
 from datasets import Dataset
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
+from trl_variants.dynamic_sampling.selection import (
+    degenerate_outcomes,
+    informative_group_mask,
+)
 from trl_variants.dynamic_sampling.skipping import (
     ALL_CORRECT,
     ALL_WRONG,

@@ -23,7 +23,12 @@ from trl_variants.reliability.checkpoints import checkpoint_problems
 from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
-from .scripts.rewards import ConstantReward, HalfDegenerateReward, generated_groups, is_live_prompt
+from .scripts.rewards import (
+    ConstantReward,
+    HalfDegenerateReward,
+    generated_groups,
+    is_live_prompt,
+)
 
 G = 4
 BATCH_GROUPS = 16 // G  # toy_config: 16 rows per device

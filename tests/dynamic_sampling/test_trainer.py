@@ -20,7 +20,6 @@ from trl_variants.dynamic_sampling.trainer import (
     DynamicSamplingExhaustedError,
 )
 from trl_variants.rewards import SoftOverlongPunishment
-from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.rewards import (
@@ -40,18 +39,6 @@ G = 4  # num_generations in every run here
 TOLERANCE = 1e-6  # DAPOConfig's default dynamic_sampling_tolerance
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The toy model is far too small to gain from intra-op threads; on a shared 2-core machine they only contend."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def shared_task(one_torch_thread):
-    return make_toy_task(seed=0)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import torch  # noqa: E402
 
 import trl_variants.dynamic_sampling.trainer as sampling_rounds  # noqa: E402
 from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward  # noqa: E402
+from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
@@ -47,19 +48,12 @@ sampling_rounds.select_groups = recording_select_groups
 
 def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
     decisions.clear()
-    config = DAPOConfig(
-        str(out_dir / name),
-        use_cpu=True,
-        bf16=False,
+    config = toy_config(
+        DAPOConfig,
+        out_dir / name,
         per_device_train_batch_size=PER_DEVICE_BATCH,
         num_generations=NUM_GENERATIONS,
-        max_completion_length=6,
-        learning_rate=1e-3,
         max_steps=STEPS,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        seed=0,
         dynamic_sampling_max_rounds=MAX_ROUNDS,
         **config_overrides,
     )

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import torch
 
 from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
+from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.toy import make_toy_task
 
@@ -44,19 +45,12 @@ def main() -> None:
     torch.set_num_threads(1)
     task = make_toy_task(seed=0, warm_start_steps=10)
     pristine = copy.deepcopy(task.model)
-    config = DAPOConfig(
-        str(args.out / "carry"),
-        use_cpu=True,
-        bf16=False,
+    config = toy_config(
+        DAPOConfig,
+        args.out / "carry",
         per_device_train_batch_size=PER_DEVICE_BATCH,
         num_generations=NUM_GENERATIONS,
-        max_completion_length=6,
-        learning_rate=1e-3,
         max_steps=STEPS,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        seed=0,
         dynamic_sampling_carry_surplus=True,
     )
     trainer = DAPOTrainer(
