@@ -1,4 +1,13 @@
-"""Small, fast trainer settings for tests on the toy task."""
+"""Small, fast trainer settings for tests on the toy task, and the two-process launcher of the multi-process tests."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 TEST_DEFAULTS = dict(
     use_cpu=True,
@@ -29,3 +38,37 @@ def toy_trainer(trainer_class, config, task, **kwargs):
         processing_class=task.tokenizer,
         **kwargs,
     )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def two_process_command(script, *args) -> list[str]:
+    """`torchrun --nproc_per_node 2` on a free local port: two gloo ranks on CPU."""
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+        "--master_port", str(free_port()), str(script), *map(str, args),
+    ]  # fmt: skip
+
+
+def run_two_processes(script, out_dir, timeout_s: float) -> str:
+    """Runs `script --out out_dir` on two ranks and returns its output; fails the test on a hang or a crash."""
+    import pytest
+
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
+    process = subprocess.Popen(
+        two_process_command(script, "--out", out_dir), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the two-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
+    assert process.returncode == 0, output[-4000:]
+    return output

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 import trl_variants.rewards.accuracy as accuracy_module
-from trl_variants import DAPOConfig, DAPOTrainer, dapo_accuracy_reward, soft_overlong_punishment
+from trl_variants import (
+    DAPOConfig,
+    DAPOTrainer,
+    dapo_accuracy_reward,
+    soft_overlong_punishment,
+)
 from trl_variants.rewards import SoftOverlongPunishment
 from trl_variants.toy import parse_answer, toy_accuracy_reward
 

@@ -12,8 +12,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_variants.cli import main
 from trl_variants.cli.args import CliUsageError
+from trl_variants.cli.demo import (
+    DEMO_TASK,
+    LOG_FILE,
+    PLOT_FILE,
+    REWARD_KEY,
+    SUMMARY_FILE,
+)
 from trl_variants.cli.output import StagedFolder
-from trl_variants.cli.demo import DEMO_TASK, LOG_FILE, PLOT_FILE, REWARD_KEY, SUMMARY_FILE, run_demo
 from trl_variants.toy import greedy_accuracy
 from trl_variants.toy.data import split_problems
 

@@ -11,10 +11,6 @@ forward of the snapshot model, not by the code under test.
 import copy
 import dataclasses
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,9 +26,8 @@ from trl_variants.dynamic_sampling.carry import (
 )
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
 
-from ..helpers import toy_config, toy_trainer
+from ..helpers import run_two_processes, toy_config, toy_trainer
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
-from .test_multiprocess import free_port
 
 G = 4
 STEPS = 4
@@ -323,23 +318,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def two_process_carry(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process_carry")
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-        "--master_port", str(free_port()), str(TWO_PROCESS_SCRIPT), "--out", str(out_dir),
-    ]  # fmt: skip
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
-    process = subprocess.Popen(
-        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        output, _ = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"the two-process run did not finish within 120 s:\n{output[-4000:]}")
-    assert process.returncode == 0, output[-4000:]
+    run_two_processes(TWO_PROCESS_SCRIPT, out_dir, timeout_s=120)
     return [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
 
 

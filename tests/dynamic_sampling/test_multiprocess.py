@@ -8,15 +8,11 @@ hanging.
 """
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ..helpers import run_two_processes
 from .scripts.rewards import is_live_prompt
 
 pytestmark = pytest.mark.multiprocess
@@ -32,35 +28,10 @@ MAX_ROUNDS = 3
 BATCH_GROUPS = NUM_PROCESSES * PER_DEVICE_BATCH // NUM_GENERATIONS
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_process_records(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process")
-    command = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nproc_per_node", str(NUM_PROCESSES),
-        "--master_addr", "127.0.0.1",
-        "--master_port", str(free_port()),
-        str(SCRIPT), "--out", str(out_dir),
-    ]  # fmt: skip
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
-    process = subprocess.Popen(
-        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        output, _ = process.communicate(timeout=LAUNCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"the two-process run did not finish within {LAUNCH_TIMEOUT_S} s:\n{output[-4000:]}")
-    assert process.returncode == 0, output[-4000:]
+    run_two_processes(SCRIPT, out_dir, LAUNCH_TIMEOUT_S)
     return {
         run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
         for run in ("half", "exhausted", "skipping")

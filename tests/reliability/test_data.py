@@ -6,8 +6,18 @@ from collections import Counter
 import pytest
 from trl.trainer.utils import RepeatSampler
 
-from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer, dapo_accuracy_reward
-from trl_variants.reliability.data_checks import CyclingRepeatSampler, ResumableRepeatSampler, required_reward_columns
+from trl_variants import (
+    DAPOConfig,
+    DAPOTrainer,
+    DrGRPOConfig,
+    DrGRPOTrainer,
+    dapo_accuracy_reward,
+)
+from trl_variants.reliability.data_checks import (
+    CyclingRepeatSampler,
+    ResumableRepeatSampler,
+    required_reward_columns,
+)
 from trl_variants.toy import toy_accuracy_reward
 
 from ..helpers import toy_config, toy_trainer

@@ -3,28 +3,18 @@
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 import time
+
+from ..helpers import two_process_command
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "reward_failure_on_one_rank.py")
 TIMEOUT_S = 90
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_reward_failure_on_rank_1_stops_both_ranks_with_clear_errors(tmp_path):
     environment = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-        SCRIPT, str(tmp_path),
-    ]  # fmt: skip
+    command = two_process_command(SCRIPT, tmp_path)
     started = time.monotonic()
     result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S)
     elapsed = time.monotonic() - started

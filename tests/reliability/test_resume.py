@@ -15,8 +15,12 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
-from trl_variants.reliability.checkpoints import JIT_INCOMPLETE_MARKER, checkpoint_problems, last_complete_checkpoint
 from trl_variants.dynamic_sampling.trainer import STATE_FILE
+from trl_variants.reliability.checkpoints import (
+    JIT_INCOMPLETE_MARKER,
+    checkpoint_problems,
+    last_complete_checkpoint,
+)
 from trl_variants.toy import make_toy_task
 
 from ..helpers import toy_config, toy_trainer
