@@ -141,6 +141,8 @@ def warm_start_examples(problems: list[dict], seed: int) -> list[dict[str, str]]
 
 @dataclass
 class GradedTask:
+    """The warm-started policy, its tokenizer and the stratified problems; the reward is `graded_accuracy_reward`."""
+
     model: Qwen2ForCausalLM
     tokenizer: PreTrainedTokenizerFast
     train_dataset: Dataset
@@ -153,19 +155,19 @@ class GradedTask:
     def reward_funcs(self):
         return [graded_accuracy_reward]
 
-    def held_out_accuracy_by_level(self, model=None) -> dict[int, float]:
-        correct = greedy_correct(
+    def _held_out_correct(self, model) -> list[bool]:
+        return greedy_correct(
             model or self.model, self.tokenizer, self.eval_problems, self.max_completion_length, final_answer
         )
+
+    def held_out_accuracy_by_level(self, model=None) -> dict[int, float]:
         by_level = {level: [] for level in self.levels}
-        for problem, right in zip(self.eval_problems, correct, strict=True):
+        for problem, right in zip(self.eval_problems, self._held_out_correct(model), strict=True):
             by_level[problem["level"]].append(right)
         return {level: sum(values) / len(values) for level, values in by_level.items()}
 
     def held_out_accuracy(self, model=None) -> float:
-        correct = greedy_correct(
-            model or self.model, self.tokenizer, self.eval_problems, self.max_completion_length, final_answer
-        )
+        correct = self._held_out_correct(model)
         return sum(correct) / len(correct)
 
 
