@@ -26,6 +26,7 @@ import trl  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback, ProgressCallback  # noqa: E402
 
+from trl_variants.machine import cpu_model, usable_cpus  # noqa: E402
 from trl_variants.toy import greedy_accuracy, make_toy_task  # noqa: E402
 
 DEFAULT_OUTPUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -311,17 +312,6 @@ class PeakMemory:
         return (max(self._peak, self._read_heap()) - self._baseline) / 2**20
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def load_average() -> str:
     """The 1-minute load average: on a shared machine it says how much other work the timings competed with."""
     try:
@@ -333,8 +323,8 @@ def load_average() -> str:
 def machine_description(num_threads: int, load_at_start: str) -> dict[str, str]:
     description = {
         "cpu": cpu_model(),
-        # Not GNU `nproc`: it honours OMP_NUM_THREADS, which the benchmarks set to 1.
-        "nproc": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+        "nproc": str(usable_cpus()),
+        "kernels": torch.backends.cpu.get_cpu_capability(),
         "torch threads": str(num_threads),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "python": platform.python_version(),

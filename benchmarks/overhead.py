@@ -172,11 +172,18 @@ def report_markdown(report: dict) -> str:
     peaks = summary["peak_memory_mib"]
 
     def peak(arm):
+        # The range, not only the median: a run's peak can include a few MiB of a torch kernel's scratch memory or
+        # not, depending on the CPU's instruction set and on the arm's tensor shapes (docs/benchmarks.md).
         values = [value for value in peaks[arm] if value is not None]
-        return f"{statistics.median(values):.1f}" if values else "n/a"
+        return f"{statistics.median(values):.1f} ({min(values):.1f}..{max(values):.1f})" if values else "n/a"
 
     table = common.markdown_table(
-        ["arm", "median wall s/step", "median CPU s/step", f"peak memory above start, MiB ({report['memory_kind']})"],
+        [
+            "arm",
+            "median wall s/step",
+            "median CPU s/step",
+            f"peak memory above start, MiB, median (range) ({report['memory_kind']})",
+        ],
         [
             [
                 ARMS[arm],

@@ -23,6 +23,7 @@ import torch
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as transformers_logging
 
+from ..machine import describe_machine
 from ..toy import greedy_accuracy, make_toy_task
 from .args import VARIANTS, CliUsageError
 from .demo_artifacts import (
@@ -81,6 +82,8 @@ class DemoResult:
     train_problems: int
     seconds: float
     output_dir: str
+    # The accuracies follow this machine's floating-point arithmetic: another CPU takes another trajectory.
+    machine: str
 
 
 def run_demo(
@@ -167,6 +170,7 @@ def _train_and_write(steps, seed, variant_name, staged, show_progress, started, 
         held_out_problems=len(task.eval_problems),
         train_problems=len(task.train_problems),
         seconds=0.0,
+        machine=describe_machine(),
         output_dir=str(Path(staged.final_path)),
     )
     trainer.save_model(str(staged.path))
@@ -192,7 +196,7 @@ def _append_results_to_card(card_path: Path, result: DemoResult) -> None:
         card.write(
             "\n## Demo results\n\n"
             f"Trained by `trl-variants demo --variant {result.variant} --seed {result.seed} --steps {result.steps}` "
-            "on the embedded toy addition task.\n\n"
+            f"on the embedded toy addition task, on {result.machine}.\n\n"
             "| greedy accuracy | before | after |\n|---|---|---|\n"
             f"| held-out problems ({result.held_out_problems}) | {result.held_out_accuracy_before:.2f} | "
             f"{result.held_out_accuracy_after:.2f} |\n"
@@ -220,6 +224,7 @@ def print_report(result: DemoResult, out) -> None:
     print("", file=out)
     for label, before, after in rows:
         print(f"  {label:<{width}}  {before:>6}  {after:>6}", file=out)
+    print(f"\n  Printed on {result.machine}.", file=out)
     print(
         f"\nHeld-out accuracy changed by {change:+.2f} in {result.seconds:.0f} s. Model, model card, "
         f"{LOG_FILE} and {PLOT_FILE} are in {result.output_dir}/",
