@@ -1,4 +1,4 @@
-"""`trl-variants demo`: watch a policy learn from rewards, offline, on a CPU, in about half a minute.
+"""`trl-variants demo`: watch a policy learn from rewards, offline, on a CPU, in about a minute on 2 cores.
 
 The policy is the embedded toy task's tiny Qwen2 model, warm-started with a little supervised training on addition
 problems `a+b=` with operands up to 19 so that it answers some of them. DAPO then trains it on the training problems
