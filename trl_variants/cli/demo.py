@@ -25,13 +25,13 @@ from transformers.utils import logging as transformers_logging
 
 from ..toy import greedy_accuracy, make_toy_task
 from .args import VARIANTS, CliUsageError
+from .common import DEMO_DEFAULT_OUTPUT_DIR, DEMO_DEFAULT_STEPS
 from .demo_artifacts import (
     HeldOutAccuracyCallback,
     JsonlLogCallback,
     ProgressBarCallback,
     plot_training_log,
 )
-from .demo_command import DEFAULT_OUTPUT_DIR, DEFAULT_STEPS
 from .output import StagedFolder, check_output_dir
 
 SUMMARY_FILE = "demo_summary.json"
@@ -40,7 +40,7 @@ PLOT_FILE = "training_curves.png"
 REWARD_KEY = "rewards/toy_accuracy_reward/mean"
 HELD_OUT_EVERY = 10
 
-# 400 two-digit problems: too many for the tiny model to memorise during the warm start, so what it learns (and
+# 400 problems with operands up to 19: too many for the tiny model to memorise during the warm start, so what it learns (and
 # what RL then sharpens) carries over to the 80 held-out problems. 400 warm-start steps leave it right about
 # half the time.
 DEMO_TASK = {"max_operand": 19, "warm_start_steps": 400, "held_out_fraction": 0.2}
@@ -84,9 +84,9 @@ class DemoResult:
 
 
 def run_demo(
-    steps: int = DEFAULT_STEPS,
+    steps: int = DEMO_DEFAULT_STEPS,
     seed: int = 0,
-    output_dir: str = DEFAULT_OUTPUT_DIR,
+    output_dir: str = DEMO_DEFAULT_OUTPUT_DIR,
     variant: str = "dapo",
     show_progress: bool = True,
     out=None,
