@@ -7,6 +7,7 @@ anything else is reported as a mistake instead of being silently dropped.
 """
 
 import argparse
+import functools
 import re
 import warnings
 from dataclasses import dataclass, field, fields
@@ -28,7 +29,7 @@ from ..dr_grpo.config import DrGRPOConfig
 from ..dr_grpo.trainer import DrGRPOTrainer
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.registry import accepted_names_text
-from .common import ACCELERATE_CONFIG_FLAG, VARIANT_COMMANDS, CliUsageError
+from .common import ACCELERATE_CONFIG_FLAG, HELP_WIDTH, VARIANT_COMMANDS, CliUsageError
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,8 @@ def make_parser(variant: Variant, for_help: bool = False) -> VariantParser:
         usage=f"trl-variants {variant.command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] "
         "[--FIELD VALUE ...]",
         description=variant.description,
+        # HfArgumentParser's formatter (defaults shown), at a fixed width so the pre-rendered help matches.
+        formatter_class=functools.partial(argparse.ArgumentDefaultsHelpFormatter, width=HELP_WIDTH),
     )
     if for_help:
         group = parser._group(COMMAND_GROUP)
