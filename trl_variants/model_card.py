@@ -1,6 +1,7 @@
 """Model-card content shared by the variant trainers: tags, paper citations and a table of key settings."""
 
 import os
+import re
 import textwrap
 
 TRL_VARIANTS_TAG = "trl-variants"
@@ -80,8 +81,45 @@ def tidy_card_text(text: str, base_model: str | None, local_dataset: str | None,
     return text.replace('model="None"', f"model={model_reference!r}".replace("'", '"'))
 
 
+QUICK_START_CODE = re.compile(r"(## Quick start\n\n```python\n)(.*?)(```)", re.DOTALL)
+
+
+def plain_text_quick_start(text: str, prompt: str, max_new_tokens: int) -> str:
+    """The card with TRL's quick start, which sends chat messages, rewritten to generate from a plain-text prompt.
+
+    TRL's snippet fails with "Cannot use chat template functions" on a model whose tokenizer has no chat template,
+    as most base models and models trained on plain-text prompts have.
+    """
+    match = QUICK_START_CODE.search(text)
+    if match is None:
+        return text
+    model_line = next((line for line in match.group(2).splitlines() if "pipeline(" in line), None)
+    if model_line is None:
+        return text
+    code = (
+        "from transformers import pipeline\n\n"
+        "# The tokenizer has no chat template: the model continues plain text, as it was trained to.\n"
+        f"prompt = {prompt!r}\n"
+        f"{model_line}\n"
+        f"output = generator(prompt, max_new_tokens={max_new_tokens}, return_full_text=False)[0]\n"
+        'print(output["generated_text"])\n'
+    )
+    return text[: match.start(2)] + code + text[match.end(2) :]
+
+
+def example_prompt(trainer) -> str:
+    """A plain-text prompt of the kind the model was trained on: the first training prompt when it is text."""
+    dataset = getattr(trainer, "train_dataset", None)
+    try:
+        prompt = next(iter(dataset))["prompt"] if dataset is not None else None
+    except (StopIteration, KeyError, TypeError):
+        prompt = None
+    return prompt if isinstance(prompt, str) and prompt else "The answer to 12 + 30 is"
+
+
 def tidy_model_card(trainer, dataset_name: str | None, model_name: str | None = None) -> None:
-    """Rewrites the README.md `trainer.create_model_card` wrote in `output_dir` (see `tidy_card_text`)."""
+    """Rewrites the README.md `trainer.create_model_card` wrote in `output_dir` (see `tidy_card_text`); when the
+    tokenizer has no chat template, the quick start generates from plain text (see `plain_text_quick_start`)."""
     if not trainer.is_world_process_zero():
         return
     path = os.path.join(trainer.args.output_dir, "README.md")
@@ -90,8 +128,11 @@ def tidy_model_card(trainer, dataset_name: str | None, model_name: str | None = 
     name_or_path = getattr(trainer.model.config, "_name_or_path", None)
     local_dataset = None if is_hub_dataset_id(dataset_name) else dataset_name
     reference = trainer.hub_model_id or model_name or str(trainer.args.output_dir)
+    text = tidy_card_text(text, base_model_text(name_or_path), local_dataset, reference)
+    if not getattr(trainer.processing_class, "chat_template", None):
+        text = plain_text_quick_start(text, example_prompt(trainer), trainer.args.max_completion_length or 128)
     with open(path, "w", encoding="utf-8") as card:
-        card.write(tidy_card_text(text, base_model_text(name_or_path), local_dataset, reference))
+        card.write(text)
 
 
 class VariantModelCardMixin:

@@ -7,6 +7,8 @@ anything else is reported as a mistake instead of being silently dropped.
 """
 
 import argparse
+import functools
+import re
 import warnings
 from dataclasses import dataclass, field, fields
 
@@ -25,8 +27,9 @@ from ..dapo.config import DAPOConfig
 from ..dapo.trainer import DAPOTrainer
 from ..dr_grpo.config import DrGRPOConfig
 from ..dr_grpo.trainer import DrGRPOTrainer
+from ..reliability.field_ranges import first_range_problem
 from ..rewards.registry import accepted_names_text
-from .common import ACCELERATE_CONFIG_FLAG, VARIANT_COMMANDS, CliUsageError
+from .common import ACCELERATE_CONFIG_FLAG, HELP_WIDTH, VARIANT_COMMANDS, CliUsageError
 
 
 @dataclass(frozen=True)
@@ -107,20 +110,36 @@ class VariantScriptArguments(ScriptArguments):
     )
 
 
+# argparse reads "-1" and "-0.5" as values but "-1e-6" as an option; this also matches scientific notation.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
 class VariantParser(TrlParser):
     """`TrlParser` that raises `CliUsageError` instead of printing usage and exiting, so every mistake is one line,
-    and whose help lists the options in groups: the command's own, the variant's fields, then TRL's and
-    transformers' fields (TrlParser lists well over a thousand lines in one block)."""
+    checks every numeric value against its allowed range before any config object is built, and whose help lists
+    the options in groups: the command's own, the variant's fields, then TRL's and transformers' fields (TrlParser
+    lists well over a thousand lines in one block)."""
 
     def __init__(self, dataclass_types, variant: "Variant", **kwargs):
         self._variant = variant
         self._groups: dict[str, argparse._ArgumentGroup] = {}
         super().__init__(dataclass_types, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
         order = [self._group(title) for title in help_group_titles(variant)]
         self._action_groups = [group for group in self._action_groups if group not in order] + order
 
     def error(self, message):
         raise CliUsageError(f"{self.prog}: {message}")
+
+    def parse_known_args(self, args=None, namespace=None):
+        # Checked on the parsed values, recipe included, before the config classes run: TRL's GRPOConfig and
+        # ModelConfig (the `grpo` baseline, LoRA flags) do not check ranges, and GRPOConfig divides by the batch
+        # size before a variant config could.
+        namespace, remaining = super().parse_known_args(args, namespace)
+        problem = first_range_problem(namespace)
+        if problem is not None:
+            raise CliUsageError(problem)
+        return namespace, remaining
 
     def set_defaults_with_config(self, **kwargs):
         # A field unset on the command line (`--dataset_config none`) overrides the recipe's value for it.
@@ -261,6 +280,8 @@ def make_parser(variant: Variant, for_help: bool = False) -> VariantParser:
         usage=f"trl-variants {variant.command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] "
         "[--FIELD VALUE ...]",
         description=variant.description,
+        # HfArgumentParser's formatter (defaults shown), at a fixed width so the pre-rendered help matches.
+        formatter_class=functools.partial(argparse.ArgumentDefaultsHelpFormatter, width=HELP_WIDTH),
     )
     if for_help:
         group = parser._group(COMMAND_GROUP)

@@ -23,25 +23,29 @@ import torch
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as transformers_logging
 
+from ..dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC
 from ..machine import describe_machine
 from ..toy import greedy_accuracy, make_toy_task
 from .args import VARIANTS, CliUsageError
+from .common import DEMO_DEFAULT_OUTPUT_DIR, DEMO_DEFAULT_STEPS
 from .demo_artifacts import (
     HeldOutAccuracyCallback,
     JsonlLogCallback,
     ProgressBarCallback,
     plot_training_log,
 )
-from .demo_command import DEFAULT_OUTPUT_DIR, DEFAULT_STEPS
 from .output import StagedFolder, check_output_dir
 
 SUMMARY_FILE = "demo_summary.json"
 LOG_FILE = "training_log.jsonl"
 PLOT_FILE = "training_curves.png"
-REWARD_KEY = "rewards/toy_accuracy_reward/mean"
+# The training reward the progress bar and the plot show. Under dynamic sampling TRL's `reward` is measured on the
+# trained, mixed groups only and hardly moves; the reward over every generated group follows the policy.
+REWARD_KEY = ALL_GROUPS_REWARD_METRIC
+PLAIN_REWARD_KEY = "reward"
 HELD_OUT_EVERY = 10
 
-# 400 two-digit problems: too many for the tiny model to memorise during the warm start, so what it learns (and
+# 400 problems with operands up to 19: too many for the tiny model to memorise during the warm start, so what it learns (and
 # what RL then sharpens) carries over to the 80 held-out problems. 400 warm-start steps leave it right about
 # half the time.
 DEMO_TASK = {"max_operand": 19, "warm_start_steps": 400, "held_out_fraction": 0.2}
@@ -87,9 +91,9 @@ class DemoResult:
 
 
 def run_demo(
-    steps: int = DEFAULT_STEPS,
+    steps: int = DEMO_DEFAULT_STEPS,
     seed: int = 0,
-    output_dir: str = DEFAULT_OUTPUT_DIR,
+    output_dir: str = DEMO_DEFAULT_OUTPUT_DIR,
     variant: str = "dapo",
     show_progress: bool = True,
     out=None,
@@ -141,11 +145,12 @@ def _train_and_write(steps, seed, variant_name, staged, show_progress, started, 
         disable_tqdm=True,
     )
     log_callback = JsonlLogCallback(staged.path / LOG_FILE)
+    reward_key = REWARD_KEY if getattr(config, "dynamic_sampling", False) else PLAIN_REWARD_KEY
     callbacks = [
         HeldOutAccuracyCallback(measure, every=HELD_OUT_EVERY),
         log_callback,
         ProgressBarCallback(
-            steps, f"{variant.config_class.__name__.removesuffix('Config')} training", REWARD_KEY, enabled=show_progress
+            steps, f"{variant.config_class.__name__.removesuffix('Config')} training", reward_key, enabled=show_progress
         ),
     ]
     trainer = variant.trainer_class(
@@ -178,7 +183,7 @@ def _train_and_write(steps, seed, variant_name, staged, show_progress, started, 
     _append_results_to_card(staged.path / "README.md", result)
     plotted = plot_training_log(
         log_callback.records,
-        REWARD_KEY,
+        reward_key,
         before,
         staged.path / PLOT_FILE,
         title=f"trl-variants demo: {variant_name} on toy addition (seed {seed})",

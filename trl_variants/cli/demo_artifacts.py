@@ -99,8 +99,9 @@ def plot_training_log(records: list[dict], reward_key: str, before: float, path:
     figure, (reward_axis, accuracy_axis) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     reward_axis.plot(reward_steps, rewards, color="tab:blue", alpha=0.3, linewidth=1, label="per step")
     reward_axis.plot(reward_steps, moving_average(rewards, 10), color="tab:blue", linewidth=2, label="10-step mean")
-    reward_axis.set_ylabel("training reward\n(+1 right, -1 wrong)")
-    reward_axis.set_ylim(-1.05, 1.05)
+    reward_axis.set_ylabel("training reward, every\ngenerated completion\n(+1 right, -1 wrong)")
+    # The soft overlong punishment can take the total below -1.
+    reward_axis.set_ylim(min([-1.05, *(value - 0.05 for value in rewards)]), 1.05)
     reward_axis.legend(loc="lower right")
     reward_axis.grid(alpha=0.3)
     accuracy_axis.plot(accuracy_steps, accuracies, color="tab:green", marker="o", markersize=3)

@@ -3,10 +3,7 @@
 
 import argparse
 
-from .common import VARIANT_COMMANDS, CliUsageError
-
-DEFAULT_STEPS = 300
-DEFAULT_OUTPUT_DIR = "demo-output"
+from .common import DEMO_DEFAULT_OUTPUT_DIR, DEMO_DEFAULT_STEPS, VARIANT_COMMANDS, CliUsageError
 
 
 class _DemoArgumentParser(argparse.ArgumentParser):
@@ -19,10 +16,10 @@ def demo_main(argv: list[str]) -> int:
         prog="trl-variants demo",
         description="Offline CPU demo: train the embedded toy policy and compare held-out accuracy before and after.",
     )
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--steps", type=int, default=DEMO_DEFAULT_STEPS, help=f"training steps (default {DEMO_DEFAULT_STEPS})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the toy task and of training (default 0)")
     parser.add_argument(
-        "--output_dir", default=DEFAULT_OUTPUT_DIR, help=f"output folder (default {DEFAULT_OUTPUT_DIR}/)"
+        "--output_dir", default=DEMO_DEFAULT_OUTPUT_DIR, help=f"output folder (default {DEMO_DEFAULT_OUTPUT_DIR}/)"
     )
     parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
     parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")

@@ -55,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_variant_command(command: str, options: list[str]) -> int:
+    from .help_cache import cached_help
+
+    help_text = cached_help(command, options)
+    if help_text is not None:
+        # The same text the parser would print, and the same exit (argparse's help action exits with 0).
+        print(help_text, end="")
+        raise SystemExit(0)
     # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
     from .args import VARIANTS, parse_command
     from .launch import accelerate_launch_options, inside_launched_process, relaunch

@@ -141,6 +141,36 @@ def check_dataset_source(value: str, dataset_config: str | None) -> None:
         )
 
 
+def local_data_file(value: str | None) -> str | None:
+    """The absolute path when `value` names one local data file rather than a folder or a Hub id, else `None`."""
+    if not value or not looks_like_path(value):
+        return None
+    path = os.path.abspath(os.path.expanduser(value))
+    return path if os.path.isfile(path) else None
+
+
+def data_file_loader(path: str) -> tuple[str, dict]:
+    """The `datasets` builder and its options for one data file, chosen by its suffix as `datasets` chooses them for
+    the files of a folder (`.jsonl` and `.json` -> json, `.csv` -> csv, `.tsv` -> csv with a tab separator, ...).
+
+    `load_dataset(path_to_file)` would take the file's name for a Hub id; `load_dataset(builder, data_files=path)`
+    reads the one file into a `train` split, as a folder holding only that file would be read.
+    """
+    from datasets.packaged_modules import _EXTENSION_TO_MODULE
+
+    name = path.lower()
+    for compression in (".gz", ".bz2", ".xz", ".zst"):
+        name = name.removesuffix(compression)
+    suffix = os.path.splitext(name)[1]
+    if suffix not in _EXTENSION_TO_MODULE:
+        raise CliUsageError(
+            f"--dataset_name={path!r}: cannot read a {suffix or 'suffix-less'} file as a dataset; pass a .json, "
+            ".jsonl, .csv or .parquet file, or a folder of them."
+        )
+    builder, options = _EXTENSION_TO_MODULE[suffix]
+    return builder, dict(options)
+
+
 def _walk(path: str) -> list[str]:
     if os.path.isfile(path):
         return [path]
@@ -151,7 +181,7 @@ def dataset_config_problem(value: str, dataset_config: str, error: Exception) ->
     """The message for a `--dataset_config` the dataset does not have, with the configs it has."""
     text = " ".join(str(error).split())
     available = text.split("Available:", 1)[1].strip() if "Available:" in text else "see the dataset's page"
-    local = " (a local folder has only the 'default' config)" if looks_like_path(value) else ""
+    local = " (a local folder or file has only the 'default' config)" if looks_like_path(value) else ""
     return (
         f"--dataset_config={dataset_config!r} is not a config of dataset {value!r}{local}; it has {available}. "
         "Pass one of those, or unset it with --dataset_config none."

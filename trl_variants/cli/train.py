@@ -2,6 +2,7 @@
 save and optionally push. Every check on the input happens before the model is loaded, so a wrong column name
 fails in seconds rather than after a multi-gigabyte download."""
 
+import dataclasses
 import os
 import warnings
 
@@ -17,7 +18,9 @@ from .sources import (
     check_chat_template,
     check_dataset_source,
     check_model_source,
+    data_file_loader,
     dataset_config_problem,
+    local_data_file,
 )
 
 # With `gradient_checkpointing` on, as GRPOConfig's default (kept by the variant configs) has it, TRL and the
@@ -116,10 +119,22 @@ def load_splits(script_args, dataset_args) -> DatasetDict:
     """The dataset's splits, from a `datasets:` mixture (TRL's `DatasetMixtureConfig`) or `--dataset_name`."""
     try:
         if dataset_args.datasets:
-            return get_dataset(dataset_args)
+            return get_dataset(with_data_files_resolved(dataset_args))
         if not script_args.dataset_name:
-            raise CliUsageError("no dataset: pass --dataset_name (a Hub id or a local folder) or a `datasets:` list.")
+            raise CliUsageError(
+                "no dataset: pass --dataset_name (a Hub id, a local folder or one data file) or a `datasets:` list."
+            )
         check_dataset_source(script_args.dataset_name, script_args.dataset_config)
+        data_file = local_data_file(script_args.dataset_name)
+        if data_file is not None:
+            builder, options = data_file_loader(data_file)
+            return load_dataset(
+                builder,
+                name=script_args.dataset_config,
+                data_files=data_file,
+                streaming=script_args.dataset_streaming,
+                **options,
+            )
         return load_dataset(
             script_args.dataset_name, name=script_args.dataset_config, streaming=script_args.dataset_streaming
         )
@@ -137,6 +152,19 @@ def load_splits(script_args, dataset_args) -> DatasetDict:
             f"cannot load dataset {script_args.dataset_name!r} (config {script_args.dataset_config!r}): "
             f"{' '.join(str(error).split())}"
         ) from None
+
+
+def with_data_files_resolved(dataset_args):
+    """`dataset_args` with every mixture entry whose `path` is one local data file read through its builder, as
+    `--dataset_name FILE` is; TRL's `get_dataset` passes `path` straight to `load_dataset`."""
+    entries = []
+    for entry in dataset_args.datasets:
+        data_file = local_data_file(entry.path) if entry.data_files is None else None
+        if data_file is not None:
+            builder, _ = data_file_loader(data_file)
+            entry = dataclasses.replace(entry, path=builder, data_files=data_file)
+        entries.append(entry)
+    return dataclasses.replace(dataset_args, datasets=entries)
 
 
 def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | IterableDataset:

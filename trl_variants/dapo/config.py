@@ -173,20 +173,7 @@ class DAPOConfig(GRPOConfig):
                 self.overlong_buffer_length,
                 f"an integer with 0 < value < max_completion_length ({self.max_completion_length}), or None",
             )
-        require(self.overlong_penalty_factor >= 0, "overlong_penalty_factor", self.overlong_penalty_factor, ">= 0")
         if self.dynamic_sampling:
-            require(
-                self.dynamic_sampling_tolerance >= 0,
-                "dynamic_sampling_tolerance",
-                self.dynamic_sampling_tolerance,
-                ">= 0",
-            )
-            require(
-                isinstance(self.dynamic_sampling_max_rounds, int) and self.dynamic_sampling_max_rounds >= 1,
-                "dynamic_sampling_max_rounds",
-                self.dynamic_sampling_max_rounds,
-                "an integer >= 1",
-            )
             require(
                 self.dynamic_sampling_on_exhausted in ("fill", "raise"),
                 "dynamic_sampling_on_exhausted",
@@ -199,24 +186,6 @@ class DAPOConfig(GRPOConfig):
                 "skip_degenerate_prompts",
                 self.skip_degenerate_prompts,
                 "False when dynamic_sampling=False (skipping uses dynamic sampling's rounds and degeneracy metric)",
-            )
-            require(
-                0 <= self.skip_target_degenerate_share < 1,
-                "skip_target_degenerate_share",
-                self.skip_target_degenerate_share,
-                "a value with 0 <= value < 1",
-            )
-            require(
-                0 < self.skip_probability_step <= 1,
-                "skip_probability_step",
-                self.skip_probability_step,
-                "a value with 0 < value <= 1",
-            )
-            require(
-                0 < self.skip_min_explore_probability <= 1,
-                "skip_min_explore_probability",
-                self.skip_min_explore_probability,
-                "a value with 0 < value <= 1 (0 would stop exploring skipped prompts for good)",
             )
         super().__post_init__()
         # After TRL's own checks, which resolve steps_per_generation.

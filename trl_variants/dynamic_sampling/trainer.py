@@ -28,6 +28,7 @@ from .carry import (
     record_generating_logps,
     scoring_with_generating_logps,
 )
+from .reward_metric import ALL_GROUPS_REWARD_METRIC, mean_total_reward
 from .selection import (
     PassRateTracker,
     RefillSampler,
@@ -215,6 +216,10 @@ class DynamicSamplingMixin(PromptSkippingMixin):
             metrics["dynamic_sampling/carried_groups"].append(float(carried_groups))
         # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
         metrics["dynamic_sampling/generated_tokens"].append(float(sum(len(row.completion_ids) for row in generated)))
+        # TRL's `reward` covers the trained (informative) groups only; this is what it would show without filtering.
+        metrics[ALL_GROUPS_REWARD_METRIC].append(
+            mean_total_reward(torch.stack([row.rewards for row in generated]), self.reward_weights)
+        )
         fresh = [generated[group * group_size + k] for group in selection.indices for k in range(group_size)]
         return carried + fresh
 

@@ -1,4 +1,5 @@
-"""An embedded, offline toy task: a tiny policy that learns one-digit addition.
+"""An embedded, offline toy task: a tiny policy that learns addition, `a+b=` with operands up to
+`max_operand` (9 by default: one-digit numbers).
 
 It stands in for a base model and a math dataset wherever the package must run without network or GPU: tests,
 the demo job and the benchmarks. Everything is built locally and is deterministic under a seed.

@@ -1,0 +1,22 @@
+"""The README describes the toy task and the demo's task as the code builds them."""
+
+import inspect
+import re
+from pathlib import Path
+
+from trl_variants.cli.demo import DEMO_TASK
+from trl_variants.toy import make_toy_task
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_states_the_operand_ranges_the_code_uses():
+    default_max = inspect.signature(make_toy_task).parameters["max_operand"].default
+    assert f"`a, b <= {default_max}`" in README
+    assert f"operands up to {DEMO_TASK['max_operand']}" in README.split("## The demo")[1]
+
+
+def test_readme_names_no_digit_count_the_code_does_not_use():
+    # Operands up to 19 are neither one-digit nor two-digit numbers throughout; only the default task is one-digit.
+    digit_words = re.findall(r"\b(\w+)-digit\b", README)
+    assert digit_words == ["one"] and inspect.signature(make_toy_task).parameters["max_operand"].default == 9
