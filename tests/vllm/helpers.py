@@ -83,8 +83,12 @@ class VLLMRecorder:
 
     def sampled(self) -> dict[tuple, list[list[float]]]:
         """vLLM's sampling log-probs of every generated (prompt ids, completion ids) pair."""
+        return self.sampled_in(self.generate_calls)
+
+    @staticmethod
+    def sampled_in(calls: list[GenerateCall]) -> dict[tuple, list[list[float]]]:
         found = defaultdict(list)
-        for call in self.generate_calls:
+        for call in calls:
             for prompt, completion, logprobs in zip(call.prompt_ids, call.completion_ids, call.logprobs, strict=True):
                 found[(tuple(prompt), tuple(completion))].append(logprobs)
         return found
