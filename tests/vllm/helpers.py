@@ -116,11 +116,12 @@ def engine_weights(trainer) -> dict[str, torch.Tensor]:
     return {name: param.detach().float().cpu() for name, param in engine_model.named_parameters()}
 
 
-def engine_weight_error(trainer) -> float:
-    """Largest difference between the engine's weights and the trainer's, in units of bfloat16 rounding
-    (|engine - trainer| / (BF16_RELATIVE * max|trainer|) per tensor): at most 1 when the engine holds the trainer's
-    current weights, far above 1 when it holds older ones."""
-    trained = {name: param.detach().float().cpu() for name, param in trainer.model.named_parameters()}
+def engine_weight_error(trainer, model=None) -> float:
+    """Largest difference between the engine's weights and `model`'s (default: the trainer's), in units of
+    bfloat16 rounding (|engine - model| / (BF16_RELATIVE * max|model|) per tensor): at most 1 when the engine holds
+    `model`'s weights."""
+    model = trainer.model if model is None else model
+    trained = {name: param.detach().float().cpu() for name, param in model.named_parameters()}
     fused = {".qkv_proj.": (".q_proj.", ".k_proj.", ".v_proj."), ".gate_up_proj.": (".gate_proj.", ".up_proj.")}
     worst = 0.0
     for name, held in engine_weights(trainer).items():
