@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+LAUNCH_VARIABLES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
 
 
 def command() -> list[str]:
@@ -45,7 +45,10 @@ def test_dapo_command_trains_with_vllm_colocate_on_local_data(vllm_policy, tmp_p
         "--report_to", "none",
         "--save_strategy", "no",
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"}
+    # TRL sets torch.distributed's variables in this process when it starts a colocate engine here; a command that
+    # inherited them would take itself for one rank of a launch that does not exist.
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCH_VARIABLES}
+    env.update(HF_HUB_OFFLINE="1", VLLM_LOGGING_LEVEL="INFO")
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
