@@ -46,17 +46,16 @@ class SharedEngine:
         self.engine_class = engine_class
         self.engine = None
         self.settings = None
-        self.starts = 0
 
     def __call__(self, **kwargs):
         settings = {key: value for key, value in kwargs.items() if key not in self.SCHEDULING_ONLY}
         if self.engine is None:
             self.engine = self.engine_class(**kwargs)
             self.settings = settings
-            self.starts += 1
         elif settings != self.settings:
-            changed = {key: (self.settings.get(key), settings.get(key)) for key in settings if settings[key] != self.settings.get(key)}
-            raise AssertionError(f"a trainer asked for a vLLM engine with other settings than the shared one: {changed}")
+            held = self.settings
+            changed = {key: (held.get(key), value) for key, value in settings.items() if value != held.get(key)}
+            raise AssertionError(f"a trainer asked for vLLM engine settings other than the shared engine's: {changed}")
         return self.engine
 
 

@@ -125,7 +125,8 @@ def engine_weight_error(trainer, model=None) -> float:
     fused = {".qkv_proj.": (".q_proj.", ".k_proj.", ".v_proj."), ".gate_up_proj.": (".gate_proj.", ".up_proj.")}
     worst = 0.0
     for name, held in engine_weights(trainer).items():
-        parts = next(([name.replace(key, part) for part in parts] for key, parts in fused.items() if key in name), [name])
+        fused_key = next((key for key in fused if key in name), None)
+        parts = [name.replace(fused_key, part) for part in fused[fused_key]] if fused_key else [name]
         expected = torch.cat([trained[part] for part in parts])
         # vLLM pads the vocabulary rows of the embedding to a multiple of 64.
         held = held[tuple(slice(0, size) for size in expected.shape)]

@@ -88,7 +88,8 @@ def test_each_round_is_one_vllm_generate_call(run):
         assert len(calls) == rounds[step]
         # The calls cover every generated group: the dataloader's and the refills, each prompt G times.
         assert sum(len(call.prompt_ids) for call in calls) == entry["dynamic_sampling/generated_groups"] * G
-        assert sum(len(ids) for call in calls for ids in call.completion_ids) == entry["dynamic_sampling/generated_tokens"]
+        tokens = sum(len(ids) for call in calls for ids in call.completion_ids)
+        assert tokens == entry["dynamic_sampling/generated_tokens"]
     # Phase 2 replays the kept completions: no extra vLLM call, so every call belongs to a round.
     assert len(run.recorder.generate_calls) == sum(rounds)
 
