@@ -5,6 +5,7 @@ The scripts are run as `python benchmarks/<script>.py`, so this module is import
 """
 
 import argparse
+import atexit
 import copy
 import ctypes
 import functools
@@ -12,6 +13,8 @@ import gc
 import json
 import os
 import platform
+import shutil
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -102,15 +105,25 @@ class Policy:
         return greedy_accuracy(model, self.tokenizer, self.task.eval_problems)
 
 
-def load_policy(seed: int, settings: TaskSettings, model_path: str | None) -> Policy:
-    """The toy task for `seed`; its warm-started policy, or the model and tokenizer stored at `model_path`."""
+def load_policy(seed: int, settings: TaskSettings, model_path: str | None, use_vllm: bool = False) -> Policy:
+    """The toy task for `seed`; its warm-started policy, or the model and tokenizer stored at `model_path`.
+
+    With `use_vllm` and no `model_path`, the toy policy is built with 32-wide attention heads (2 heads; vLLM's CPU
+    backend accepts no smaller) and loaded back from a temporary folder, since vLLM loads a model by its path.
+    """
     task = make_toy_task(
         seed=seed,
         max_operand=settings.max_operand,
         warm_start_steps=0 if model_path else settings.warm_start_steps,
         hidden_size=settings.hidden_size,
         num_layers=settings.num_layers,
+        num_attention_heads=2 if use_vllm and model_path is None else 4,
     )
+    if model_path is None and use_vllm:
+        model_path = tempfile.mkdtemp(prefix="toy_policy_")
+        atexit.register(shutil.rmtree, model_path, ignore_errors=True)
+        task.model.save_pretrained(model_path)
+        task.tokenizer.save_pretrained(model_path)
     if model_path is None:
         return Policy(task=task, model=task.model, tokenizer=task.tokenizer)
     if not os.path.isdir(model_path):
@@ -122,6 +135,15 @@ def load_policy(seed: int, settings: TaskSettings, model_path: str | None) -> Po
     if torch.cuda.is_available():
         model = model.to("cuda")
     return Policy(task=task, model=model, tokenizer=tokenizer)
+
+
+def configure_vllm(use_vllm: bool) -> None:
+    """Without a GPU, vLLM runs on its CPU backend: it needs the target named, a KV-cache size (GiB) and an
+    address for its engine. Values already set in the environment win."""
+    if use_vllm and not torch.cuda.is_available():
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
 
 
 def training_kwargs(settings: TaskSettings, seed: int, use_vllm: bool) -> dict:

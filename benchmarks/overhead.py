@@ -290,9 +290,10 @@ def main(argv=None) -> int:
     if settings.max_steps < 2:
         raise ValueError(f"--max_steps={settings.max_steps} must be >= 2 (the first step of each run is warm-up).")
     common.configure_runtime(cli.num_threads)
+    common.configure_vllm(cli.use_vllm)
     os.makedirs(cli.output_dir, exist_ok=True)
     started, load_at_start = time.perf_counter(), common.load_average()
-    policy = common.load_policy(cli.seed, settings, cli.model_path)
+    policy = common.load_policy(cli.seed, settings, cli.model_path, cli.use_vllm)
     timing_runs, memory_runs = [], []
     with tempfile.TemporaryDirectory(prefix="overhead_") as scratch:
         for repeat, order in alternating(cli.arms, cli.repeats):

@@ -51,11 +51,17 @@ def make_toy_task(
     held_out_fraction: float = 0.2,
     hidden_size: int = 64,
     num_layers: int = 2,
+    num_attention_heads: int = 4,
 ) -> ToyTask:
-    """Builds the tokenizer, the warm-started policy and the train/held-out prompt datasets."""
+    """Builds the tokenizer, the warm-started policy and the train/held-out prompt datasets.
+
+    `num_attention_heads=2` builds a policy whose head size vLLM's CPU backend accepts (see `build_tiny_model`).
+    """
     tokenizer = build_char_tokenizer()
     train_problems, eval_problems = split_problems(max_operand, held_out_fraction, seed)
-    model = build_tiny_model(tokenizer, seed, hidden_size=hidden_size, num_layers=num_layers)
+    model = build_tiny_model(
+        tokenizer, seed, hidden_size=hidden_size, num_layers=num_layers, num_attention_heads=num_attention_heads
+    )
     warm_start(model, tokenizer, train_problems, warm_start_steps, seed)
     return ToyTask(
         model=model,

@@ -14,17 +14,30 @@ from transformers import (
 
 
 def build_tiny_model(
-    tokenizer: PreTrainedTokenizerFast, seed: int, hidden_size: int = 64, num_layers: int = 2
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_attention_heads: int = 4,
 ) -> Qwen2ForCausalLM:
-    """A randomly initialised Qwen2 causal LM sized for the character vocabulary."""
+    """A randomly initialised Qwen2 causal LM sized for the character vocabulary.
+
+    Each key/value head serves two query heads. `num_attention_heads=2` gives 32-wide heads, the smallest that
+    vLLM's CPU attention backend accepts (it needs a head size of 32, 64, 80, ...).
+    """
+    if num_attention_heads < 2 or num_attention_heads % 2 or hidden_size % num_attention_heads:
+        raise ValueError(
+            f"build_tiny_model: num_attention_heads must be even, at least 2 and divide hidden_size={hidden_size}, "
+            f"got {num_attention_heads}."
+        )
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
         num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_attention_heads // 2,
         max_position_embeddings=64,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
