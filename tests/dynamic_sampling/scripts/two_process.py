@@ -141,7 +141,7 @@ def main() -> None:
     # A large step takes p to its floor after the first step, so that the short run skips prompts.
     run(
         "skipping", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
-        skip_degenerate_prompts=True, skip_probability_step=0.5,
+        skip_degenerate_prompts=True, skip_predictor="streak", skip_probability_step=0.5,
     )  # fmt: skip
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
