@@ -346,15 +346,17 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
             assert all(error < ATOL for error in step["carried_error"] + step["fresh_error"])
 
 
-def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_task, tmp_path):
+@pytest.mark.parametrize("skipping", [False, True], ids=["carrying", "carrying+posterior-skipping"])
+def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_task, tmp_path, skipping):
     """The checkpoint at step 2 is taken while groups are carried into step 3; the resumed run trains them and logs
-    exactly the losses and metrics of the uninterrupted run (same process kind, so equality is exact)."""
+    exactly the losses and metrics of the uninterrupted run (same process kind, so equality is exact), with the
+    posterior skip predictor's history restored too."""
 
     def run(output_dir, resume_from=None):
         task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
         config = toy_config(
             DAPOConfig, output_dir, max_steps=4, save_strategy="steps", save_steps=2,
-            dynamic_sampling_carry_surplus=True,
+            dynamic_sampling_carry_surplus=True, skip_degenerate_prompts=skipping, skip_predictor="posterior",
         )  # fmt: skip
         trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
         trainer.train(resume_from_checkpoint=resume_from)
@@ -370,6 +372,10 @@ def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_ta
         assert after_resume["loss"] == uninterrupted["loss"]
         for key in ("carried_groups", "kept_groups", "generated_groups", "pass_rate"):
             assert after_resume[f"dynamic_sampling/{key}"] == uninterrupted[f"dynamic_sampling/{key}"]
+        if skipping:
+            assert after_resume["dynamic_sampling/skipped_prompts"] == uninterrupted["dynamic_sampling/skipped_prompts"]
+    if skipping:
+        assert sum(entry["dynamic_sampling/skipped_prompts"] for entry in first) > 0, "the run must skip prompts"
 
     # A carrying run's checkpoint without its carried groups is incomplete, so a resume never picks it.
     (checkpoint / CARRIED_FILE).unlink()
