@@ -21,11 +21,12 @@ prompts trained (in a group with non-zero advantages) after step 25.
 
 Arms: `GRPOTrainer`; `DAPOTrainer` as the DAPO paper publishes it (dynamic sampling, surplus dropped, no
 skipping); `DAPOTrainer` with the streak skip rule and carrying; `DAPOTrainer` with the posterior skip rule and
-carrying. The report says which arm `DAPOConfig()`'s defaults are. Writes a Markdown report (default
-docs/results/generation_cost.md) and the raw runs as JSON beside it.
+carrying. Writes a Markdown report (default docs/results/generation_cost.md) and the raw runs as JSON beside it;
+`--replot` rewrites the report from that JSON without training.
 """
 
 import argparse
+import json
 import multiprocessing
 import os
 import shlex
@@ -169,25 +170,13 @@ def per_informative_row(run: dict) -> float:
     return run["generated_completions"] / run["informative_rows"] if run["informative_rows"] else float("nan")
 
 
-def defaults_arm() -> str:
-    """The arm whose dynamic-sampling settings are `DAPOConfig()`'s defaults."""
-    defaults = DAPOConfig("unused", use_cpu=True)
-    for arm, settings in ARMS.items():
-        if settings is None:
-            continue
-        relevant = {key: value for key, value in settings.items()
-                    if key != "skip_predictor" or settings["skip_degenerate_prompts"]}
-        if all(getattr(defaults, key) == value for key, value in relevant.items()):
-            return arm
-    return "none of the arms"
-
-
 def table(runs: list[dict]) -> str:
     header = ["dataset", *(f"`{arm}`" if arm.endswith("Trainer") else arm for arm in ARMS)]
     rows = []
     for dataset in DATASETS:
         cells = [dataset]
-        baseline = [per_informative_row(run) for run in runs if run["dataset"] == dataset and run["arm"] == "GRPOTrainer"]
+        baseline = [per_informative_row(run) for run in runs
+                    if run["dataset"] == dataset and run["arm"] == "GRPOTrainer"]
         for arm in ARMS:
             values = [per_informative_row(run) for run in runs if run["dataset"] == dataset and run["arm"] == arm]
             ratios = [value / base for value, base in zip(values, baseline, strict=True)]
@@ -215,9 +204,8 @@ Measured by `{command}` in {seconds / 60:.1f} minutes on {machine}. The counts d
 speed. Setup and measure: the docstring of `benchmarks/generation_cost.py` ({NUM_PROMPTS} prompts of known pass
 probability, {GROUPS_PER_STEP} prompts x {NUM_GENERATIONS} completions a step, {STEPS} steps, real trainers on the
 toy task's tiny policy). Each cell: generated completions per trained row with non-zero advantage, mean over seeds
-{seeds} with its 95% t-interval, and in brackets its ratio to `GRPOTrainer`'s on the same seed. `DAPOConfig()`'s
-defaults are the arm **{defaults_arm()}**. Steps whose batch had to be filled with degenerate groups, all runs
-together: {filled:.0f}.
+{seeds} with its 95% t-interval, and in brackets the mean over seeds of its ratio to `GRPOTrainer`'s on the same
+seed. Steps whose batch had to be filled with degenerate groups, all runs together: {filled:.0f}.
 
 {table(runs)}
 
@@ -228,6 +216,14 @@ each arm trained on after the drift (every arm can reach all of them; an arm tha
 """
 
 
+def machine_name() -> str:
+    """CPU model, usable CPUs and widest vector extension, e.g. "AMD EPYC, 2 CPUs, AVX2"."""
+    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{common.cpu_model()}, {len(os.sched_getaffinity(0))} CPUs, {vectors}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {DEFAULT_SEEDS}")
@@ -235,19 +231,27 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a tiny run that only checks the script works")
     parser.add_argument("--output", default=None, help=f"report path (default {DEFAULT_OUTPUT.relative_to(REPO_ROOT)}"
                         "; --smoke writes only when given)")
+    parser.add_argument("--replot", action="store_true", help="rewrite the report from the JSON beside --output")
     cli = parser.parse_args(argv)
+    if cli.replot:
+        output = Path(cli.output or DEFAULT_OUTPUT)
+        saved = json.loads(output.with_suffix(".json").read_text(encoding="utf-8"))
+        output.write_text(report(saved["runs"], saved["command"], saved["seconds"], saved["machine"]), encoding="utf-8")
+        return 0
     cli.seeds = cli.seeds or (SMOKE["seeds"] if cli.smoke else DEFAULT_SEEDS)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch_dir:
         runs = run_all(cli, scratch_dir)
     command = shlex.join(["python", "benchmarks/generation_cost.py", *(sys.argv[1:] if argv is None else argv)])
-    machine = f"{common.cpu_model()}, {os.cpu_count()} CPUs"
-    text = report(runs, command, time.perf_counter() - started, machine)
+    machine = machine_name()
+    seconds = time.perf_counter() - started
+    text = report(runs, command, seconds, machine)
     print(text)
     output = cli.output or (None if cli.smoke else DEFAULT_OUTPUT)
     if output:
         Path(output).write_text(text, encoding="utf-8")
-        common.write_json(runs, str(Path(output).with_suffix(".json")))
+        common.write_json({"command": command, "seconds": seconds, "machine": machine, "runs": runs},
+                          str(Path(output).with_suffix(".json")))
     return 0
 
 

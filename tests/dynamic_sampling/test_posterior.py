@@ -133,7 +133,8 @@ def test_prompts_that_turn_from_always_wrong_to_mixed_are_trained_again():
             draw(batch), draw, batch,
             lambda indices: thompson_generate_probabilities(posterior, indices, step, G, 0.01, rng), rng,
         ).prompts  # fmt: skip
-        scores = torch.tensor(np.array([outcome_rng.random(G) < pass_probability(i, step) for i in picked]), dtype=torch.float64)
+        outcomes = np.array([outcome_rng.random(G) < pass_probability(i, step) for i in picked])
+        scores = torch.tensor(outcomes, dtype=torch.float64)
         informative = informative_group_mask(scores, 1e-6)
         posterior.record(picked, *group_successes(scores, informative), step=step)
         for index, useful in zip(picked, informative.tolist(), strict=True):

@@ -70,10 +70,11 @@ class DAPOConfig(GRPOConfig):
         skip_memory_epochs (`float`, defaults to `1.0`): `"posterior"` only: half-life of the evidence of wrong
             answers, in passes over the training dataset (right answers' evidence lasts 8 times longer); evidence
             fades toward the prior, so prompts that were always wrong are explored again. Range: > 0.
-        skip_target_degenerate_share (`float`, defaults to `0.25`): `"streak"` only: share of generated groups that may be
-            degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
+        skip_target_degenerate_share (`float`, defaults to `0.25`): `"streak"` only: share of generated groups that
+            may be degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
             skipping) while its share is above half this target and rises while it is below. Range: 0 <= value < 1.
-        skip_probability_step (`float`, defaults to `0.01`): `"streak"` only: how far p moves per step. Range: 0 < value <= 1.
+        skip_probability_step (`float`, defaults to `0.01`): `"streak"` only: how far p moves per step. Range:
+            0 < value <= 1.
         skip_min_explore_probability (`float`, defaults to `0.01`): the least probability with which a prompt
             predicted degenerate is still generated, so that prompts which became informative again are found.
             Range: 0 < value <= 1.

@@ -341,8 +341,8 @@ class DynamicSamplingMixin(PromptSkippingMixin):
         path = os.path.join(checkpoint_dir, CARRIED_FILE)
         if not os.path.isfile(path):
             logger.warning(
-                f"dynamic_sampling_carry_surplus: the checkpoint {checkpoint_dir} has no carried groups ({CARRIED_FILE}); "
-                "it was saved without carrying, so the resumed run starts with none carried."
+                f"dynamic_sampling_carry_surplus: the checkpoint {checkpoint_dir} has no carried groups "
+                f"({CARRIED_FILE}); it was saved without carrying, so the resumed run starts with none carried."
             )
             return
         self._carried_rows = [GeneratedRow(**fields) for fields in load_carried_rows(path)]
