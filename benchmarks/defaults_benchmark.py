@@ -33,6 +33,7 @@ import tasks
 from compare_variants import OVERLONG_BUFFER_SHARE, Evaluator
 from outcome_probe import OutcomeProbe
 from stats import first_reaching, t_interval
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_variants import DAPOConfig, DAPOTrainer
@@ -86,8 +87,6 @@ def run_arm(job: dict) -> dict:
     train_dataset = task.train_dataset.shuffle(seed=job["seed"]).select(range(job["train_prompts"]))
     trainer = trainer_class(task.model, [probe.reward_func, *task.reward_funcs[1:]], args=config,
                             train_dataset=train_dataset, processing_class=task.tokenizer, callbacks=[evaluator])
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     started = time.perf_counter()
@@ -107,7 +106,8 @@ def _warm_start(job: dict) -> dict:
     if os.path.isfile(job["weights"]):
         # Saved by an earlier invocation with --warm_dir; the arms check that its held-out problems match.
         task = tasks.load_warm_task("graded", job["seed"], settings, job["weights"])
-        return {"seed": job["seed"], "reused": job["weights"], "warm_accuracy_by_level": task.accuracy_by_level(task.model)}
+        return {"seed": job["seed"], "reused": job["weights"],
+                "warm_accuracy_by_level": task.accuracy_by_level(task.model)}
     return tasks.warm_start_and_save("graded", job["seed"], settings, job["weights"])
 
 
