@@ -55,8 +55,9 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_carry_surplus (`bool`, defaults to `False`): train the informative groups a step found
             beyond its batch in the next generation batch instead of dropping them, with old log-probs (and vLLM
             importance weights) from the policy that generated them; at most one optimizer step stale. Needs
-            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off until a
-            benchmark shows it costs no accuracy per step.
+            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off by
+            default: with prompt skipping it lost a little accuracy per step in docs/results/defaults_benchmark.md.
+            With both off (the defaults), DAPOTrainer is DAPO as published.
         skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts predicted to
             give a degenerate group (all correct or all wrong) and replace them by other prompts. Needs
             `dynamic_sampling=True`. See docs/dynamic_sampling.md.
