@@ -3,8 +3,8 @@
 Each dataset row keeps a Beta posterior of `q`, the probability that one completion of that prompt is right. A group
 of `G` completions is informative with probability `1 - q**G - (1 - q)**G`. Before a prompt is generated, `q` is
 drawn from its posterior (Thompson sampling) and the prompt is generated when, at that pass rate, its group is
-more likely informative than not; otherwise it is generated only with a small floor probability. Pure functions and numpy
-arrays only, so everything here is tested without a model.
+more likely informative than not; otherwise it is generated only with a small floor probability. Pure functions
+and numpy arrays only, so everything here is tested without a model.
 
 - The prior is `Beta(PRIOR, PRIOR)` with `PRIOR` well below 1: most prompts of a real data set are always right or
   always wrong for a given policy, and a U-shaped prior says so. One all-wrong group of 4 then predicts a
@@ -14,8 +14,8 @@ arrays only, so everything here is tested without a model.
   often, up to the prior's rate (a draw from `Beta(0.05, 0.05)` lands where a group of 4 is likely informative
   about one time in thirteen), so a prompt that was always wrong and becomes learnable is found again. Wrong answers
   fade `RIGHT_MEMORY_FACTOR` times faster than right ones, so exploration goes where the policy's progress makes
-  new signal likely. The fading is applied lazily, from the step of the row's last update, so
-  nothing is done per row at each step.
+  new signal likely. The fading is applied lazily, from the step of the row's last update, so nothing is done
+  per row at each step.
 - A row never generated has no evidence and is always generated.
 
 Three arrays of `len(dataset)` (12 bytes a row): the two counts and the step of the last update.

@@ -1,4 +1,5 @@
-"""Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rule is in `skipping`.
+"""Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rules are in
+`posterior` (`skip_predictor="posterior"`) and `skipping` (`"streak"`).
 
 `DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the gathered dataloader batch,
 `_draw_prompt_indices` for refill prompts, `_record_prompt_outcomes` once a step's groups are scored, and the
