@@ -183,3 +183,21 @@ def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     assert list(rows) == ["`off`", "`ds`", "`carry`", "`carry+skip`"]
     assert "# Dynamic sampling benchmark" in output.read_text()
     assert output.with_suffix(".json").exists()
+
+
+def test_generation_cost_smoke_counts_generation_per_informative_row(tmp_path):
+    output = tmp_path / "generation_cost.md"
+    run_script("generation_cost.py", "--output", str(output))
+    saved = json.loads(output.with_suffix(".json").read_text())
+    runs = saved["runs"]
+    assert {run["dataset"] for run in runs} == {"mostly degenerate", "none degenerate", "drift"}
+    for run in runs:
+        assert 0 < run["informative_rows"] <= run["trained_rows"]
+        assert run["generated_completions"] >= run["informative_rows"]
+        if run["arm"] == "GRPOTrainer":  # GRPO trains exactly what it generates
+            assert run["generated_completions"] == run["trained_rows"]
+    # The report is rebuilt from the JSON alone.
+    output.unlink()
+    subprocess.run([sys.executable, str(BENCHMARKS / "generation_cost.py"), "--replot", "--output", str(output)],
+                   cwd=REPO, check=True, timeout=SCRIPT_TIMEOUT_S)  # fmt: skip
+    assert "| mostly degenerate |" in output.read_text()

@@ -187,3 +187,14 @@ def test_wrong_dapo_field_type_is_rejected(field, value, expected, tmp_path):
 def test_int_for_a_float_field_and_none_for_an_optional_one_are_accepted(config_class, tmp_path):
     config = build(config_class, tmp_path, learning_rate=1, temperature=1, num_generations_eval=None)
     assert config.learning_rate == 1 and config.num_generations_eval is None
+
+
+def test_skip_predictor_and_memory_are_checked_when_skipping(tmp_path):
+    rejects(DAPOConfig, tmp_path, r"skip_predictor='beta' is not allowed; expected \"posterior\" or \"streak\"",
+            skip_degenerate_prompts=True, skip_predictor="beta")  # fmt: skip
+    rejects(DAPOConfig, tmp_path, r"skip_memory_epochs=0 is not allowed; expected > 0",
+            skip_degenerate_prompts=True, skip_memory_epochs=0)  # fmt: skip
+    config = build(DAPOConfig, tmp_path)
+    # DAPO as published: neither skipping nor carrying by default; the posterior is the predictor when skipping.
+    assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (False, False)
+    assert (config.skip_predictor, config.skip_memory_epochs) == ("posterior", 1.0)

@@ -25,6 +25,8 @@ from trl_variants.dynamic_sampling.carry import (
     plan_carry,
 )
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
+from trl_variants.dynamic_sampling.trainer import CARRIED_FILE
+from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import run_two_processes, toy_config, toy_trainer
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
@@ -347,14 +349,17 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
             assert all(error < ATOL for error in step["carried_error"] + step["fresh_error"])
 
 
-def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_path):
-    """Carried rows are not saved: a resumed run trains fresh groups only at its first step, then carries again."""
+@pytest.mark.parametrize("skipping", [False, True], ids=["carrying", "carrying+posterior-skipping"])
+def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_task, tmp_path, skipping):
+    """The checkpoint at step 2 is taken while groups are carried into step 3; the resumed run trains them and logs
+    exactly the losses and metrics of the uninterrupted run (same process kind, so equality is exact), with the
+    posterior skip predictor's history restored too."""
 
     def run(output_dir, resume_from=None):
         task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
         config = toy_config(
             DAPOConfig, output_dir, max_steps=4, save_strategy="steps", save_steps=2,
-            dynamic_sampling_carry_surplus=True,
+            dynamic_sampling_carry_surplus=True, skip_degenerate_prompts=skipping, skip_predictor="posterior",
         )  # fmt: skip
         trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
         trainer.train(resume_from_checkpoint=resume_from)
@@ -362,8 +367,21 @@ def test_resume_with_carrying_starts_with_no_carried_groups(shared_task, tmp_pat
 
     first = run(tmp_path / "first")
     assert first[2]["dynamic_sampling/carried_groups"] > 0, "the uninterrupted run must carry into step 3"
-    resumed = run(tmp_path / "resumed", resume_from=str(tmp_path / "first" / "checkpoint-2"))
-    # The log history up to the checkpoint is restored with it; the resumed steps follow.
-    assert [entry["step"] for entry in resumed] == [1, 2, 3, 4] and resumed[:2] == first[:2]
-    assert resumed[2]["dynamic_sampling/carried_groups"] == 0
-    assert resumed[2]["dynamic_sampling/kept_groups"] == BATCH_GROUPS
+    checkpoint = tmp_path / "first" / "checkpoint-2"
+    assert checkpoint_problems(str(checkpoint)) == []
+    resumed = run(tmp_path / "resumed", resume_from=str(checkpoint))
+    assert [entry["step"] for entry in resumed] == [1, 2, 3, 4]
+    for uninterrupted, after_resume in zip(first[2:], resumed[2:], strict=True):
+        assert after_resume["loss"] == uninterrupted["loss"]
+        for key in ("carried_groups", "kept_groups", "generated_groups", "pass_rate"):
+            assert after_resume[f"dynamic_sampling/{key}"] == uninterrupted[f"dynamic_sampling/{key}"]
+        if skipping:
+            assert after_resume["dynamic_sampling/skipped_prompts"] == uninterrupted["dynamic_sampling/skipped_prompts"]
+    if skipping:
+        assert sum(entry["dynamic_sampling/skipped_prompts"] for entry in first) > 0, "the run must skip prompts"
+
+    # A carrying run's checkpoint without its carried groups is incomplete, so a resume never picks it.
+    (checkpoint / CARRIED_FILE).unlink()
+    assert checkpoint_problems(str(checkpoint)) == [
+        f"{CARRIED_FILE} is missing although the run carried surplus groups"
+    ]

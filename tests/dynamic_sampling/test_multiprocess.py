@@ -1,8 +1,9 @@
 """Dynamic sampling across two processes (CPU, gloo), launched with torchrun.
 
 tests/dynamic_sampling/scripts/two_process.py trains with a half-degenerate reward, then with an
-always-degenerate one, then with the half-degenerate one and prompt skipping; each rank records its keep/drop
-decisions, the rows it trained on and, when skipping, its prompt history and skip decisions. The ranks must agree
+always-degenerate one, then with the half-degenerate one and prompt skipping (streak rule, then posterior rule);
+each rank records its keep/drop decisions, the rows it trained on and, when skipping, its prompt history and skip
+decisions. The ranks must agree
 on every decision and on the history, train on equal, disjoint shares of the same batch, and finish without
 hanging.
 """
@@ -34,11 +35,11 @@ def two_process_records(tmp_path_factory):
     run_two_processes(SCRIPT, out_dir, LAUNCH_TIMEOUT_S)
     return {
         run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
-        for run in ("half", "exhausted", "skipping")
+        for run in ("half", "exhausted", "skipping", "posterior")
     }
 
 
-@pytest.mark.parametrize("run", ["half", "exhausted", "skipping"])
+@pytest.mark.parametrize("run", ["half", "exhausted", "skipping", "posterior"])
 def test_ranks_take_identical_decisions_and_train_equal_shares(two_process_records, run):
     ranks = two_process_records[run]
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["num_processes"] == NUM_PROCESSES for r in ranks)
@@ -96,5 +97,14 @@ def test_ranks_hold_identical_prompt_history_and_skip_decisions(two_process_reco
     assert first["picks"] == second["picks"]
     assert sum(len(pick["skipped"]) for pick in first["picks"]) > 0, "the run must have skipped prompts"
     assert max(first["history"]["streak"]) >= 1
+    logged = sum(entry["dynamic_sampling/skipped_prompts"] for entry in first["logs"])
+    assert logged == sum(len(pick["skipped"]) for pick in first["picks"])
+
+
+def test_ranks_hold_identical_pass_rate_posterior_and_skip_decisions(two_process_records):
+    first, second = two_process_records["posterior"]
+    assert first["history"] is not None and first["history"] == second["history"]
+    assert first["picks"] == second["picks"]
+    assert max(first["history"]["wrong"]) > 0 and max(first["history"]["updated"]) >= 0
     logged = sum(entry["dynamic_sampling/skipped_prompts"] for entry in first["logs"])
     assert logged == sum(len(pick["skipped"]) for pick in first["picks"])

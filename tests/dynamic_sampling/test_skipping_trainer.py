@@ -71,10 +71,12 @@ def recording_picks(trainer) -> list[dict]:
 
 
 def skip_config(output_dir, **overrides):
-    # A step of 0.5 takes p to its floor within two steps, so that skipping shows within a short run.
+    # The streak predictor; a step of 0.5 takes p to its floor within two steps, so that skipping shows within a
+    # short run.
     return toy_config(
-        DAPOConfig, output_dir, skip_degenerate_prompts=True, skip_probability_step=0.5, **overrides
-    )
+        DAPOConfig, output_dir, skip_degenerate_prompts=True, skip_predictor="streak", skip_probability_step=0.5,
+        **overrides,
+    )  # fmt: skip
 
 
 def expected_history(task, reward) -> tuple[np.ndarray, np.ndarray]:

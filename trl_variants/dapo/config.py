@@ -55,17 +55,27 @@ class DAPOConfig(GRPOConfig):
         dynamic_sampling_carry_surplus (`bool`, defaults to `False`): train the informative groups a step found
             beyond its batch in the next generation batch instead of dropping them, with old log-probs (and vLLM
             importance weights) from the policy that generated them; at most one optimizer step stale. Needs
-            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off until a
-            benchmark shows it costs no accuracy per step.
-        skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts whose recent
-            groups were all degenerate (GRESO, https://arxiv.org/abs/2506.02177). A prompt degenerate on its last
-            k visits, all correct or all wrong, is generated with probability max(p^k,
-            `skip_min_explore_probability`) and otherwise replaced by another prompt; p is adapted per kind. Needs
+            `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations`. Off by
+            default: with prompt skipping it lost a little accuracy per step in docs/results/defaults_benchmark.md.
+            With both off (the defaults), DAPOTrainer is DAPO as published.
+        skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts predicted to
+            give a degenerate group (all correct or all wrong) and replace them by other prompts. Needs
             `dynamic_sampling=True`. See docs/dynamic_sampling.md.
-        skip_target_degenerate_share (`float`, defaults to `0.25`): share of generated groups that may be
-            degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
+        skip_predictor (`str`, defaults to `"posterior"`): how a degenerate group is predicted. `"posterior"`: a
+            per-prompt Beta posterior of the pass rate; a pass rate is drawn from it (Thompson sampling, as in
+            MoPPS, https://arxiv.org/abs/2507.04632) and the prompt is generated when a group would then more
+            likely be informative than not, otherwise with probability `skip_min_explore_probability`.
+            `"streak"`: a prompt degenerate on its last k visits is generated with probability max(p^k,
+            `skip_min_explore_probability`), p adapted per kind (GRESO, https://arxiv.org/abs/2506.02177). Range:
+            `"posterior"`, `"streak"`.
+        skip_memory_epochs (`float`, defaults to `1.0`): `"posterior"` only: half-life of the evidence of wrong
+            answers, in passes over the training dataset (right answers' evidence lasts 8 times longer); evidence
+            fades toward the prior, so prompts that were always wrong are explored again. Range: > 0.
+        skip_target_degenerate_share (`float`, defaults to `0.25`): `"streak"` only: share of generated groups that
+            may be degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
             skipping) while its share is above half this target and rises while it is below. Range: 0 <= value < 1.
-        skip_probability_step (`float`, defaults to `0.01`): how far p moves per step. Range: 0 < value <= 1.
+        skip_probability_step (`float`, defaults to `0.01`): `"streak"` only: how far p moves per step. Range:
+            0 < value <= 1.
         skip_min_explore_probability (`float`, defaults to `0.01`): the least probability with which a prompt
             predicted degenerate is still generated, so that prompts which became informative again are found.
             Range: 0 < value <= 1.
@@ -144,6 +154,22 @@ class DAPOConfig(GRPOConfig):
             "probability 1 - max(p^k, skip_min_explore_probability). Needs dynamic_sampling=True."
         },
     )
+    skip_predictor: str = field(
+        default="posterior",
+        metadata={
+            "help": 'How degenerate groups are predicted: "posterior" (a per-prompt Beta posterior of the pass '
+            "rate, Thompson sampling) or \"streak\" (consecutive degenerate visits, with adapted explore "
+            'probabilities p; GRESO). Range: "posterior", "streak".'
+        },
+    )
+    skip_memory_epochs: float = field(
+        default=1.0,
+        metadata={
+            "help": 'skip_predictor="posterior": half-life of a wrong answer\'s evidence, in passes over the training '
+            "dataset (a right answer's lasts 8 times longer), so prompts that became learnable are explored again. "
+            "Range: > 0."
+        },
+    )
     skip_target_degenerate_share: float = field(
         default=0.25,
         metadata={
@@ -186,6 +212,12 @@ class DAPOConfig(GRPOConfig):
                 "skip_degenerate_prompts",
                 self.skip_degenerate_prompts,
                 "False when dynamic_sampling=False (skipping uses dynamic sampling's rounds and degeneracy metric)",
+            )
+            require(
+                self.skip_predictor in ("posterior", "streak"),
+                "skip_predictor",
+                self.skip_predictor,
+                '"posterior" or "streak"',
             )
         super().__post_init__()
         # After TRL's own checks, which resolve steps_per_generation.

@@ -109,8 +109,13 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_on_exhausted,
             )
             settings["dynamic sampling carries surplus groups"] = args.dynamic_sampling_carry_surplus
-            if args.skip_degenerate_prompts:
-                settings["skip degenerate prompts (target share, p step, min explore probability)"] = (
+            if args.skip_degenerate_prompts and args.skip_predictor == "posterior":
+                settings["skip degenerate prompts (posterior: memory epochs, min explore probability)"] = (
+                    args.skip_memory_epochs,
+                    args.skip_min_explore_probability,
+                )
+            elif args.skip_degenerate_prompts:
+                settings["skip degenerate prompts (streak: target share, p step, min explore probability)"] = (
                     args.skip_target_degenerate_share,
                     args.skip_probability_step,
                     args.skip_min_explore_probability,

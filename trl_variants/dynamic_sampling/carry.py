@@ -26,11 +26,12 @@ Carrying therefore needs generation aligned to optimizer steps (`gradient_accumu
 `steps_per_generation * num_iterations`, TRL's default): then a generation batch is trained within one optimizer
 step and a carried group is at most one optimizer step stale. Other layouts are refused by `DAPOConfig`.
 
-Carried rows live in memory only: a checkpoint does not save them, and a resumed run starts with none.
+A checkpoint saves the carried rows with everything needed to train them (ids, rewards, sampling and generating
+log-probs), so a resumed run trains exactly the groups the uninterrupted run would have.
 """
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from trl.models.utils import disable_gradient_checkpointing
@@ -148,6 +149,17 @@ def place_generating_logps(old_logps: torch.Tensor, local) -> torch.Tensor:
             length = len(row.generating_logps)
             old_logps[i, :length] = row.generating_logps.to(old_logps.device, old_logps.dtype)
     return old_logps
+
+
+def save_carried_rows(rows, path: str) -> None:
+    """Writes the carried rows (`GeneratedRow`s) to `path` as plain containers and tensors."""
+    torch.save([asdict(row) for row in rows], path)
+
+
+def load_carried_rows(path: str) -> list[dict]:
+    """The carried rows' fields written by `save_carried_rows`. Loaded with `weights_only=True`, so a checkpoint
+    can hold nothing but containers, numbers, strings and tensors."""
+    return torch.load(path, weights_only=True)
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rule is in `skipping`.
+"""Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rules are in
+`posterior` (`skip_predictor="posterior"`) and `skipping` (`"streak"`).
 
 `DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the gathered dataloader batch,
 `_draw_prompt_indices` for refill prompts, `_record_prompt_outcomes` once a step's groups are scored, and the
@@ -17,6 +18,13 @@ import torch
 from torch.utils.data import Dataset
 from transformers.utils import logging
 
+from .posterior import (
+    RIGHT_MEMORY_FACTOR,
+    PassRatePosterior,
+    group_successes,
+    half_life_decay,
+    thompson_generate_probabilities,
+)
 from .skipping import (
     INITIAL_EXPLORE_PROBABILITY,
     PromptHistory,
@@ -60,6 +68,7 @@ class PromptSkippingMixin:
     def _setup_prompt_skipping(self) -> None:
         args = self.args
         self._prompt_history = None
+        self._pass_posterior = None
         if not getattr(args, "skip_degenerate_prompts", False) or self._refill_sampler is None:
             return
         if ROW_INDEX_KEY in (getattr(self.train_dataset, "column_names", None) or []):
@@ -67,7 +76,17 @@ class PromptSkippingMixin:
                 f"skip_degenerate_prompts=True marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset "
                 "already has; rename that column or set skip_degenerate_prompts=False."
             )
-        self._prompt_history = PromptHistory(len(self.train_dataset))
+        if args.skip_predictor == "posterior":
+            # Evidence half-life in steps: `skip_memory_epochs` passes over the dataset at this run's batch.
+            batch_groups = max(1, args.generation_batch_size // self.num_generations)
+            wrong_half_life = args.skip_memory_epochs * len(self.train_dataset) / batch_groups
+            self._pass_posterior = PassRatePosterior(
+                len(self.train_dataset),
+                decay_right=half_life_decay(RIGHT_MEMORY_FACTOR * wrong_half_life),
+                decay_wrong=half_life_decay(wrong_half_life),
+            )
+        else:
+            self._prompt_history = PromptHistory(len(self.train_dataset))
         self._explore_p = {"easy": INITIAL_EXPLORE_PROBABILITY, "hard": INITIAL_EXPLORE_PROBABILITY}
         self._skip_draws = 0
         self._skip_budget_warned = False
@@ -75,7 +94,12 @@ class PromptSkippingMixin:
 
     @property
     def _skipping(self) -> bool:
-        return getattr(self, "_prompt_history", None) is not None
+        return getattr(self, "_prompt_history", None) is not None or getattr(self, "_pass_posterior", None) is not None
+
+    @property
+    def _skip_history(self):
+        """The active predictor's per-row arrays: the pass-rate posterior or the streak history."""
+        return self._pass_posterior if self._pass_posterior is not None else self._prompt_history
 
     def _reset_step_skipping(self) -> None:
         # Per step, in generation order: each group's dataset index and whether it could have been skipped.
@@ -131,15 +155,20 @@ class PromptSkippingMixin:
         rng = np.random.default_rng([args.seed, _SKIP_STREAM, self._skip_draws])
         self._skip_draws += 1
         floor = args.skip_min_explore_probability
-        picked = pick_prompts(
-            first,
-            self._refill_sampler.draw,
-            needed,
-            lambda indices: explore_probabilities(
-                self._prompt_history, indices, self._explore_p["easy"], self._explore_p["hard"], floor
-            ),
-            rng,
-        )
+        if self._pass_posterior is not None:
+            step, posterior = self.state.global_step, self._pass_posterior
+
+            def generate_probability(indices):
+                return thompson_generate_probabilities(posterior, indices, step, self.num_generations, floor, rng)
+
+        else:
+
+            def generate_probability(indices):
+                return explore_probabilities(
+                    self._prompt_history, indices, self._explore_p["easy"], self._explore_p["hard"], floor
+                )
+
+        picked = pick_prompts(first, self._refill_sampler.draw, needed, generate_probability, rng)
         if picked.forced and not self._skip_budget_warned:
             self._skip_budget_warned = True
             logger.warning(
@@ -163,23 +192,28 @@ class PromptSkippingMixin:
                 "prompts were picked; the history cannot be matched to the groups."
             )
         args = self.args
-        outcomes = group_outcomes(all_scores, informative)
-        self._prompt_history.record(self._step_indices, outcomes)
-        seen = len(outcomes)
-        target = args.skip_target_degenerate_share / 2
-        for name, code in (("easy", 1), ("hard", 2)):
-            share = float((outcomes == code).sum()) / seen
-            self._explore_p[name] = adapt_explore_probability(
-                self._explore_p[name], share, target, args.skip_probability_step, args.skip_min_explore_probability
-            )
+        if self._pass_posterior is not None:
+            right, scored = group_successes(all_scores, informative)
+            self._pass_posterior.record(self._step_indices, right, scored, self.state.global_step)
+        else:
+            outcomes = group_outcomes(all_scores, informative)
+            self._prompt_history.record(self._step_indices, outcomes)
+            seen = len(outcomes)
+            target = args.skip_target_degenerate_share / 2
+            for name, code in (("easy", 1), ("hard", 2)):
+                share = float((outcomes == code).sum()) / seen
+                self._explore_p[name] = adapt_explore_probability(
+                    self._explore_p[name], share, target, args.skip_probability_step, args.skip_min_explore_probability
+                )
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/skipped_prompts"].append(float(self._step_skipped))
         explored = np.asarray(self._step_candidates, dtype=bool)
         if explored.any():
             informative_frac = float(informative.numpy()[explored].mean())
             metrics["dynamic_sampling/skip_candidates_informative_frac"].append(informative_frac)
-        metrics["dynamic_sampling/explore_probability_easy"].append(self._explore_p["easy"])
-        metrics["dynamic_sampling/explore_probability_hard"].append(self._explore_p["hard"])
+        if self._prompt_history is not None:
+            metrics["dynamic_sampling/explore_probability_easy"].append(self._explore_p["easy"])
+            metrics["dynamic_sampling/explore_probability_hard"].append(self._explore_p["hard"])
         self._reset_step_skipping()
 
     # Checkpointing: the arrays go to a binary file, the rest into the JSON state.
@@ -187,11 +221,16 @@ class PromptSkippingMixin:
     def _skipping_state(self) -> dict | None:
         if not self._skipping:
             return None
-        return {"explore_p": dict(self._explore_p), "draws": self._skip_draws, "history_file": HISTORY_FILE}
+        return {
+            "predictor": self.args.skip_predictor,
+            "explore_p": dict(self._explore_p),
+            "draws": self._skip_draws,
+            "history_file": HISTORY_FILE,
+        }
 
     def _save_prompt_history(self, checkpoint_dir: str) -> None:
         if self._skipping:
-            np.savez_compressed(os.path.join(checkpoint_dir, HISTORY_FILE), **self._prompt_history.arrays())
+            np.savez_compressed(os.path.join(checkpoint_dir, HISTORY_FILE), **self._skip_history.arrays())
 
     def _load_skipping_state(self, state: dict | None, checkpoint_dir: str) -> None:
         if not self._skipping:
@@ -203,7 +242,14 @@ class PromptSkippingMixin:
                 "it was saved without skipping, so the history starts empty."
             )
             return
+        # Checkpoints written before the posterior existed hold the streak history and name no predictor.
+        saved_predictor = state.get("predictor", "streak")
+        if saved_predictor != self.args.skip_predictor:
+            raise ValueError(
+                f"skip_predictor={self.args.skip_predictor!r}, but the checkpoint {checkpoint_dir} holds the history "
+                f"of skip_predictor={saved_predictor!r}; resume with skip_predictor={saved_predictor!r}."
+            )
         with np.load(path) as arrays:
-            self._prompt_history.load_arrays(arrays)
+            self._skip_history.load_arrays(arrays)
         self._explore_p = dict(state["explore_p"])
         self._skip_draws = int(state["draws"])

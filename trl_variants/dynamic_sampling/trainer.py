@@ -24,8 +24,10 @@ from transformers.utils import logging
 from ..rewards.overlong import is_soft_overlong_punishment
 from .carry import (
     first_round_extra_groups_after_carry,
+    load_carried_rows,
     plan_carry,
     record_generating_logps,
+    save_carried_rows,
     scoring_with_generating_logps,
 )
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, mean_total_reward
@@ -43,6 +45,8 @@ from .skipping_trainer import PromptSkippingMixin
 logger = logging.get_logger(__name__)
 
 STATE_FILE = "dynamic_sampling_state.json"
+# The groups carried into the next generation batch when a checkpoint is written (`dynamic_sampling_carry_surplus`).
+CARRIED_FILE = "dynamic_sampling_carried_groups.pt"
 
 
 @dataclass
@@ -75,7 +79,7 @@ class DynamicSamplingMixin(PromptSkippingMixin):
         self._sampling_metric_index = None
         self._refill_sampler = None
         self._pass_rate = PassRateTracker()
-        # Surplus informative groups' rows carried to the next generation batch (memory only; see carry.py).
+        # Surplus informative groups' rows carried to the next generation batch; checkpoints save them (carry.py).
         self._carried_rows: list[GeneratedRow] = []
         if not args.dynamic_sampling:
             return
@@ -320,6 +324,9 @@ class DynamicSamplingMixin(PromptSkippingMixin):
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
                 json.dump(self._dynamic_sampling_state(), state_file)
             self._save_prompt_history(checkpoint_dir)
+            if self.args.dynamic_sampling_carry_surplus:
+                # Saved even when empty, so that a carrying run's checkpoint without this file reads as incomplete.
+                save_carried_rows(self._carried_rows, os.path.join(checkpoint_dir, CARRIED_FILE))
 
     def _load_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, STATE_FILE)
@@ -331,3 +338,21 @@ class DynamicSamplingMixin(PromptSkippingMixin):
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
         self._load_skipping_state(state.get("skipping"), checkpoint_dir)
+        self._load_carried_rows(checkpoint_dir)
+
+    def _load_carried_rows(self, checkpoint_dir: str) -> None:
+        if not self.args.dynamic_sampling_carry_surplus:
+            return
+        path = os.path.join(checkpoint_dir, CARRIED_FILE)
+        if not os.path.isfile(path):
+            logger.warning(
+                f"dynamic_sampling_carry_surplus: the checkpoint {checkpoint_dir} has no carried groups "
+                f"({CARRIED_FILE}); it was saved without carrying, so the resumed run starts with none carried."
+            )
+            return
+        self._carried_rows = [GeneratedRow(**fields) for fields in load_carried_rows(path)]
+        if len(self._carried_rows) % self.num_generations:
+            raise ValueError(
+                f"{path} holds {len(self._carried_rows)} carried rows, not whole groups of num_generations="
+                f"{self.num_generations}; resume with the num_generations the checkpoint was saved with."
+            )

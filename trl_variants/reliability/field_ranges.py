@@ -144,6 +144,7 @@ FIELD_RANGES: dict[str, Range] = {
     "dynamic_sampling_tolerance": at_least(0),
     "dynamic_sampling_max_rounds": count(),
     "skip_target_degenerate_share": Range(low=0.0, high=1.0, high_inclusive=False),
+    "skip_memory_epochs": above(0),
     "skip_probability_step": Range(low=0.0, high=1.0, low_inclusive=False),
     "skip_min_explore_probability": Range(
         low=0.0, high=1.0, low_inclusive=False, why="0 would stop exploring skipped prompts for good"

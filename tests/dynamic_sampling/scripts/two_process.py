@@ -5,7 +5,8 @@ keep/drop decision and the rows each process trains on.
 
 Three runs follow each other in the same process group: one with a reward that makes about half the groups
 degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, and the first
-again with `skip_degenerate_prompts=True`, which also records each rank's prompt history and skip decisions. Each
+again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
+history and skip decisions. Each
 rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
@@ -95,7 +96,7 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
     trainer._generate_and_score_completions = recording_generate_and_score
     trainer._compute_loss = recording_compute_loss
     picks = []
-    if trainer._prompt_history is not None:
+    if trainer._skipping:
         pick = trainer._pick
 
         def recording_pick(first, needed):
@@ -116,8 +117,8 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
         "loss_rows": loss_rows,
         "picks": picks,
         "history": None
-        if trainer._prompt_history is None
-        else {name: array.tolist() for name, array in trainer._prompt_history.arrays().items()},
+        if not trainer._skipping
+        else {name: array.tolist() for name, array in trainer._skip_history.arrays().items()},
         "explore_p": getattr(trainer, "_explore_p", None),
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
@@ -141,7 +142,11 @@ def main() -> None:
     # A large step takes p to its floor after the first step, so that the short run skips prompts.
     run(
         "skipping", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
-        skip_degenerate_prompts=True, skip_probability_step=0.5,
+        skip_degenerate_prompts=True, skip_predictor="streak", skip_probability_step=0.5,
+    )  # fmt: skip
+    run(
+        "posterior", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
+        skip_degenerate_prompts=True, skip_predictor="posterior",
     )  # fmt: skip
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
