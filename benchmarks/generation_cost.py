@@ -43,6 +43,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.machine import describe_machine
 from trl_variants.toy import build_char_tokenizer, build_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -216,14 +217,6 @@ each arm trained on after the drift (every arm can reach all of them; an arm tha
 """
 
 
-def machine_name() -> str:
-    """CPU model, usable CPUs and widest vector extension, e.g. "AMD EPYC, 2 CPUs, AVX2"."""
-    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return f"{common.cpu_model()}, {len(os.sched_getaffinity(0))} CPUs, {vectors}"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {DEFAULT_SEEDS}")
@@ -243,7 +236,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as scratch_dir:
         runs = run_all(cli, scratch_dir)
     command = shlex.join(["python", "benchmarks/generation_cost.py", *(sys.argv[1:] if argv is None else argv)])
-    machine = machine_name()
+    machine = describe_machine()
     seconds = time.perf_counter() - started
     text = report(runs, command, seconds, machine)
     print(text)
