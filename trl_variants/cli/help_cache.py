@@ -2,16 +2,22 @@
 
 Rendering the help builds TRL's parser over four dataclasses, which first imports torch, transformers and TRL:
 several seconds on a small machine, for a text that only changes with this package's code or with the installed
-TRL and transformers. So the texts are rendered once into `variant_help.json`, next to this module, with the versions
-they were rendered under; a plain `trl-variants COMMAND --help` prints the stored text when those versions are the
-installed ones, and renders the help live otherwise. The help is rendered at a fixed width, so the stored and
-the live text are the same on any terminal. A test renders every command's help live and compares it with the
-stored text, so a change to a field, a group or a help string fails until the file is rendered again:
+TRL and transformers. So the help is stored and printed from the store when it can be:
 
-    python -m trl_variants.cli.help_cache
+- `variant_help.json`, next to this module, ships the texts with the versions they were rendered under. A test
+  renders every command's help live and compares it with the stored text, so a change to a field, a group or a help
+  string fails until the file is rendered again: `python -m trl_variants.cli.help_cache`.
+- Where other TRL or transformers versions are installed (a fresh install usually resolves a newer transformers),
+  the first `--help` of a command renders it live and keeps it in the user's cache folder
+  (`$XDG_CACHE_HOME/trl-variants`, by default `~/.cache/trl-variants`), under a key made of those versions and of
+  this package's source files, so a later release or an edited checkout never reads an old text.
+
+The help is rendered at a fixed width, so the stored and the live text are the same on any terminal.
 """
 
+import hashlib
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -19,6 +25,7 @@ from pathlib import Path
 from .common import VARIANT_COMMANDS
 
 CACHE_FILE = Path(__file__).with_name("variant_help.json")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # What the help text is made of besides this package: the configs' fields and help strings, and argparse.
 RENDERED_WITH = ("trl", "transformers")
 HELP_FLAGS = ({"--help"}, {"-h"})
@@ -29,18 +36,59 @@ def rendering_environment() -> dict[str, str]:
     return {"python": f"{sys.version_info.major}.{sys.version_info.minor}", **versions}
 
 
+def asks_only_for_help(command: str, options: list[str]) -> bool:
+    return command in VARIANT_COMMANDS and len(options) == 1 and set(options) in HELP_FLAGS
+
+
+def user_cache_file(environment: dict[str, str]) -> Path:
+    """Where this environment's rendered help is kept: one file per set of versions and package sources."""
+    digest = hashlib.sha256(json.dumps(environment, sort_keys=True).encode())
+    for source in sorted(PACKAGE_ROOT.rglob("*.py")):
+        digest.update(source.relative_to(PACKAGE_ROOT).as_posix().encode())
+        digest.update(source.read_bytes())
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache_home / "trl-variants" / f"help-{digest.hexdigest()[:16]}.json"
+
+
+def _read_texts(path: Path, environment: dict[str, str]) -> dict[str, str]:
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stored, dict) or stored.get("environment") != environment:
+        return {}
+    texts = stored.get("help")
+    return texts if isinstance(texts, dict) else {}
+
+
 def cached_help(command: str, options: list[str]) -> str | None:
-    """The stored help of `command` when `options` only ask for it and it was rendered under the installed versions;
-    `None` when the help must be rendered live (other options given, no stored file, other versions)."""
-    if command not in VARIANT_COMMANDS or set(options) not in HELP_FLAGS or len(options) != 1:
+    """The stored help of `command` when `options` only ask for it and it was rendered under the installed versions
+    (shipped with the package, or kept in the user's cache); `None` when the help must be rendered live."""
+    if not asks_only_for_help(command, options):
         return None
     try:
-        stored = json.loads(CACHE_FILE.read_text(encoding="utf-8"))
-        if stored["environment"] != rendering_environment():
-            return None
-        return stored["help"][command]
-    except (OSError, ValueError, KeyError, metadata.PackageNotFoundError):
+        environment = rendering_environment()
+    except metadata.PackageNotFoundError:
         return None
+    shipped = _read_texts(CACHE_FILE, environment)
+    if command in shipped:
+        return shipped[command]
+    return _read_texts(user_cache_file(environment), environment).get(command)
+
+
+def remember_help(command: str, text: str) -> None:
+    """Keeps a live-rendered help in the user's cache. A cache that cannot be written (a read-only home, a full disk)
+    only means the next `--help` renders live again, so the failure is not reported."""
+    environment = rendering_environment()
+    path = user_cache_file(environment)
+    texts = {**_read_texts(path, environment), command: text}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps({"environment": environment, "help": texts}, ensure_ascii=False), "utf-8")
+        os.replace(partial, path)  # atomic, so a concurrent reader sees the old file or the new one
+    except OSError:
+        pass
 
 
 def render_help(command: str) -> str:

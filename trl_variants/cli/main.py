@@ -55,10 +55,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_variant_command(command: str, options: list[str]) -> int:
-    from .help_cache import cached_help
+    from .help_cache import asks_only_for_help, cached_help, remember_help, render_help
 
-    help_text = cached_help(command, options)
-    if help_text is not None:
+    if asks_only_for_help(command, options):
+        help_text = cached_help(command, options)
+        if help_text is None:
+            help_text = render_help(command)
+            remember_help(command, help_text)
         # The same text the parser would print, and the same exit (argparse's help action exits with 0).
         print(help_text, end="")
         raise SystemExit(0)
