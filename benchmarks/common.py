@@ -19,6 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -32,6 +33,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback  # n
 from trl_variants.machine import cpu_model, usable_cpus  # noqa: E402
 from trl_variants.toy import greedy_accuracy, make_toy_task  # noqa: E402
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -66,6 +68,17 @@ def add_common_arguments(parser: argparse.ArgumentParser, defaults: TaskSettings
     parser.add_argument("--num_threads", type=int, default=1, help="torch CPU threads (1 keeps runs comparable).")
     for name, value in asdict(defaults).items():
         parser.add_argument(f"--{name}", type=type(value), default=None, help=f"default {value}")
+
+
+def add_seeded_report_arguments(parser: argparse.ArgumentParser, default_seeds: list[int], default_output) -> None:
+    """The options of the scripts that run their arms per seed in worker processes and write one report."""
+    shown_output = Path(default_output).resolve().relative_to(REPO_ROOT)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {default_seeds}")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run that only checks the script works")
+    parser.add_argument(
+        "--output", default=None, help=f"report path (default {shown_output}; --smoke writes only when given)"
+    )
 
 
 def resolve_settings(

@@ -34,6 +34,7 @@ from outcome_probe import OutcomeProbe
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.machine import describe_machine
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO_ROOT / "docs" / "results" / "dynamic_sampling_benchmark.md"
@@ -169,11 +170,11 @@ def tables(runs: list[dict]) -> str:
     return "\n\n".join(sections)
 
 
-def report(runs: list[dict], command: str, seconds: float) -> str:
+def report(runs: list[dict], command: str, seconds: float, machine: str) -> str:
     return f"""# Dynamic sampling benchmark: generation cost, carrying and prompt skipping
 
-Measured by `{command}` in {seconds / 60:.1f} minutes on this project's 2-core CPU machine (shared with other
-work, so step times are indicative; the generation counts and accuracies do not depend on load). Task: the
+Measured by `{command}` in {seconds / 60:.1f} minutes on {machine}. Step times depend on the machine and its load;
+the generation counts and accuracies do not depend on load, but follow the CPU's float trajectory. Task: the
 graded task (`trl_variants.toy.graded`), {TRAIN_PROMPTS} of its training problems, {NUM_GENERATIONS} completions
 a prompt, one optimizer step per generation batch, soft overlong punishment on. Every figure is the mean over
 seeds with its 95% t-interval; "x p" is generated groups per trained group times the pass rate, so 1.00 means every
@@ -185,18 +186,14 @@ informative group generated was trained and the generation cost is at its floor 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {DEFAULT_SEEDS}")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each")
-    parser.add_argument("--smoke", action="store_true", help="a tiny run that only checks the script works")
-    parser.add_argument("--output", default=None, help=f"report path (default {DEFAULT_OUTPUT.relative_to(REPO_ROOT)}"
-                        "; --smoke writes only when given)")
+    common.add_seeded_report_arguments(parser, DEFAULT_SEEDS, DEFAULT_OUTPUT)
     cli = parser.parse_args(argv)
     cli.seeds = cli.seeds or (SMOKE["seeds"] if cli.smoke else DEFAULT_SEEDS)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch_dir:
         runs = run_all(cli, scratch_dir)
     command = shlex.join(["python", "benchmarks/dynamic_sampling.py", *(sys.argv[1:] if argv is None else argv)])
-    text = report(runs, command, time.perf_counter() - started)
+    text = report(runs, command, time.perf_counter() - started, describe_machine())
     print(text)
     output = cli.output or (None if cli.smoke else DEFAULT_OUTPUT)
     if output:

@@ -219,11 +219,7 @@ each arm trained on after the drift (every arm can reach all of them; an arm tha
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"default {DEFAULT_SEEDS}")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each")
-    parser.add_argument("--smoke", action="store_true", help="a tiny run that only checks the script works")
-    parser.add_argument("--output", default=None, help=f"report path (default {DEFAULT_OUTPUT.relative_to(REPO_ROOT)}"
-                        "; --smoke writes only when given)")
+    common.add_seeded_report_arguments(parser, DEFAULT_SEEDS, DEFAULT_OUTPUT)
     parser.add_argument("--replot", action="store_true", help="rewrite the report from the JSON beside --output")
     cli = parser.parse_args(argv)
     if cli.replot:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trl_variants.machine import describe_machine
 from trl_variants.toy import make_toy_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -181,7 +182,9 @@ def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     result = run_script("dynamic_sampling.py", "--output", str(output))
     rows = {line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| `")}
     assert list(rows) == ["`off`", "`ds`", "`carry`", "`carry+skip`"]
-    assert "# Dynamic sampling benchmark" in output.read_text()
+    text = output.read_text()
+    assert "# Dynamic sampling benchmark" in text
+    assert f"on {describe_machine()}." in text
     assert output.with_suffix(".json").exists()
 
 
