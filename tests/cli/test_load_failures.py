@@ -1,5 +1,7 @@
-"""Every way the model, tokenizer, dataset or dataset config can fail to load is one line and exit code 2, seen
-from outside: the installed `trl-variants` console script in a real process, with the Hub offline."""
+"""Every way the model, tokenizer, dataset or dataset config can fail to load is one line and exit code 2, with the
+Hub offline. A few cases run the installed `trl-variants` console script in a real process, where nothing else can
+reach its stderr; the rest call the same entry point in this process (each real process spends seconds importing
+torch and TRL) and capture the file descriptors, so library output written to them is seen too."""
 
 import json
 import os
@@ -8,9 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from trl_variants.cli import main
 from trl_variants.toy import build_char_tokenizer, build_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +44,16 @@ def run_cli(cwd, *flags, **env_overrides):
     return subprocess.run(
         [*command_prefix(), "dapo", *flags], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
     )
+
+
+def run_in_process(capfd, monkeypatch, cwd, *flags):
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    try:
+        returncode = main(["dapo", *flags])
+    except SystemExit as exit_info:
+        returncode = exit_info.code
+    return SimpleNamespace(returncode=returncode, stderr=capfd.readouterr().err)
 
 
 def one_error_line(result) -> str:
@@ -110,18 +124,27 @@ CASES = {
 }
 
 
+# One model and one dataset failure that go deepest into loading, run as a user runs them.
+IN_A_REAL_PROCESS = {"folder without tokenizer", "wrong split"}
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_load_failure_is_one_line_and_exit_2(files, case):
+def test_load_failure_is_one_line_and_exit_2(files, case, capfd, monkeypatch):
     argv, expected = CASES[case]
-    line = one_error_line(run_cli(files, *argv))
+    if case in IN_A_REAL_PROCESS:
+        result = run_cli(files, *argv)
+    else:
+        result = run_in_process(capfd, monkeypatch, files, *argv)
+    line = one_error_line(result)
     assert all(fragment in line for fragment in expected), line
     assert not (files / "out").exists()
 
 
-def test_prompt_column_of_numbers_is_one_line_and_exit_2(files):
+def test_prompt_column_of_numbers_is_one_line_and_exit_2(files, capfd, monkeypatch):
     (files / "numbers").mkdir(exist_ok=True)
     (files / "numbers" / "train.jsonl").write_text(json.dumps({"question": 12, "answer": "2"}) + "\n")
-    line = one_error_line(run_cli(files, *flags("model", "numbers", "--prompt_column", "question")))
+    result = run_in_process(capfd, monkeypatch, files, *flags("model", "numbers", "--prompt_column", "question"))
+    line = one_error_line(result)
     assert "column 'prompt' holds values of type int64; expected text (str) or a conversation" in line
     assert not (files / "out").exists()
 
