@@ -173,12 +173,12 @@ def tables(runs: list[dict]) -> str:
 def report(runs: list[dict], command: str, seconds: float, machine: str) -> str:
     return f"""# Dynamic sampling benchmark: generation cost, carrying and prompt skipping
 
-Measured by `{command}` in {seconds / 60:.1f} minutes on {machine}. Step times depend on the machine and its load;
-the generation counts and accuracies do not depend on load, but follow the CPU's float trajectory. Task: the
-graded task (`trl_variants.toy.graded`), {TRAIN_PROMPTS} of its training problems, {NUM_GENERATIONS} completions
-a prompt, one optimizer step per generation batch, soft overlong punishment on. Every figure is the mean over
-seeds with its 95% t-interval; "x p" is generated groups per trained group times the pass rate, so 1.00 means every
-informative group generated was trained and the generation cost is at its floor 1/p.
+Measured by `{command}` in {seconds / 60:.1f} minutes on {machine}.
+Step times depend on the machine and its load; the generation counts and accuracies do not depend on load, but
+follow the CPU's float trajectory. Task: the graded task (`trl_variants.toy.graded`), {TRAIN_PROMPTS} of its training
+problems, {NUM_GENERATIONS} completions a prompt, one optimizer step per generation batch, soft overlong punishment on. Every
+figure is the mean over seeds with its 95% t-interval; "x p" is generated groups per trained group times the pass
+rate, so 1.00 means every informative group generated was trained and the generation cost is at its floor 1/p.
 
 {tables(runs)}
 """
