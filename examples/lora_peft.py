@@ -33,6 +33,7 @@ def main(output_dir: str = "outputs/toy-dapo-lora", steps: int = 20):
     args = DAPOConfig(
         output_dir,
         use_cpu=True,
+        bf16=False,  # TRL's default bf16=True would train in bfloat16 autocast, slow without CPU bf16 support
         per_device_train_batch_size=16,
         num_generations=4,
         max_completion_length=6,

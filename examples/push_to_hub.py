@@ -28,6 +28,7 @@ def main(hub_model_id: str, output_dir: str = "outputs/toy-dapo-hub", steps: int
         hub_private_repo=private,
         hub_strategy="end",  # one upload when training ends, not one per checkpoint
         use_cpu=True,
+        bf16=False,  # TRL's default bf16=True would train in bfloat16 autocast, slow without CPU bf16 support
         per_device_train_batch_size=16,
         num_generations=4,
         max_completion_length=6,

@@ -31,6 +31,7 @@ def train(config_class, trainer_class, output_dir: str, steps: int):
     args = config_class(
         output_dir,  # the same arguments for all three classes
         use_cpu=True,
+        bf16=False,  # TRL's default bf16=True would train in bfloat16 autocast, slow without CPU bf16 support
         per_device_train_batch_size=16,
         num_generations=4,
         max_completion_length=6,

@@ -48,6 +48,7 @@ def test_swap_from_grpo_trains_with_all_three_trainers(tmp_path, two_threads):
     assert [type(trainer) for trainer in trainers] == [GRPOTrainer, DAPOTrainer, DrGRPOTrainer]
     assert all(trainer.state.global_step == 2 for trainer in trainers)
     assert trainers[1].args.epsilon_high == 0.28 and trainers[2].args.scale_rewards == "none"
+    assert not any(trainer.args.bf16 for trainer in trainers)  # float32: bfloat16 autocast is slow on CPUs without bf16 arithmetic
 
 
 def test_train_toy_dapo_runs(tmp_path, two_threads):
@@ -61,6 +62,7 @@ def test_lora_example_trains_only_the_adapter(tmp_path, two_threads):
     trainer = load_example("lora_peft").main(str(tmp_path), steps=2)
     assert torch.get_num_threads() == 1
     assert isinstance(trainer.model, PeftModel)
+    assert not trainer.args.bf16
     trainable = [name for name, parameter in trainer.model.named_parameters() if parameter.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
     assert (tmp_path / "adapter_model.safetensors").is_file() and not (tmp_path / "model.safetensors").exists()
