@@ -124,9 +124,9 @@ def run_arm(job: dict) -> dict:
     tokenizer = build_char_tokenizer()
     model = build_tiny_model(tokenizer, seed, hidden_size=32, num_layers=1)
     shared = dict(
-        use_cpu=True, bf16=False, per_device_train_batch_size=GROUPS_PER_STEP * NUM_GENERATIONS, num_generations=NUM_GENERATIONS,
-        max_completion_length=4, max_steps=steps, learning_rate=1e-4, logging_steps=1, report_to=[],
-        save_strategy="no", disable_tqdm=True, seed=seed,
+        use_cpu=True, bf16=False, per_device_train_batch_size=GROUPS_PER_STEP * NUM_GENERATIONS,
+        num_generations=NUM_GENERATIONS, max_completion_length=4, max_steps=steps, learning_rate=1e-4,
+        logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, seed=seed,
     )  # fmt: skip
     output_dir = os.path.join(job["scratch_dir"], f"{job['dataset']}-{arm}-{seed}".replace(" ", "_"))
     if ARMS[arm] is None:

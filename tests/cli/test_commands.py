@@ -48,6 +48,7 @@ def toy_flags(toy_files, output_dir, dataset="answers"):
         "--dataset_name", str(toy_files[dataset]),
         "--output_dir", str(output_dir),
         "--use_cpu", "true",
+        "--bf16", "false",
         "--per_device_train_batch_size", "8",
         "--num_generations", "4",
         "--max_completion_length", "4",
