@@ -18,6 +18,8 @@ from trl_variants.cli.args import VARIANTS, parse_command
 from trl_variants.cli.launch import accelerate_launch_options, build_launch_namespace
 from trl_variants.toy import make_toy_task
 
+from .errors import one_error_line
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_OPTIONS = accelerate_launch_options()
 
@@ -60,12 +62,7 @@ def toy_flags(toy_files, output_dir, dataset="answers"):
 
 def error_line(capsys) -> str:
     """The captured stderr must end with exactly one error line and hold no traceback."""
-    stderr = capsys.readouterr().err
-    assert "Traceback" not in stderr
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    error_lines = [line for line in lines if line.startswith("trl-variants: error:")]
-    assert len(error_lines) == 1 and lines[-1] == error_lines[0], stderr
-    return error_lines[0]
+    return one_error_line(capsys.readouterr().err)
 
 
 # --- Parsing ---------------------------------------------------------------------------------------------------
@@ -300,10 +297,7 @@ def test_bad_input_exits_2_with_one_line_from_the_installed_module(toy_files, tm
         command, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     )
     assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines[-1].startswith("trl-variants: error: reward_funcs: unknown reward 'nope'")
-    assert sum(line.startswith("trl-variants: error:") for line in lines) == 1
+    assert one_error_line(result.stderr).startswith("trl-variants: error: reward_funcs: unknown reward 'nope'")
 
 
 # --- Adapting a recipe to local data ---------------------------------------------------------------------------

@@ -17,6 +17,8 @@ import pytest
 from trl_variants.cli import main
 from trl_variants.toy import build_char_tokenizer, build_tiny_model
 
+from .errors import one_error_line
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,13 +58,9 @@ def run_in_process(capfd, monkeypatch, cwd, *flags):
     return SimpleNamespace(returncode=returncode, stderr=capfd.readouterr().err)
 
 
-def one_error_line(result) -> str:
+def exit_2_error_line(result) -> str:
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("trl-variants: error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], result.stderr
-    return errors[0]
+    return one_error_line(result.stderr)
 
 
 def flags(model="model", dataset="data", *extra):
@@ -135,7 +133,7 @@ def test_load_failure_is_one_line_and_exit_2(files, case, capfd, monkeypatch):
         result = run_cli(files, *argv)
     else:
         result = run_in_process(capfd, monkeypatch, files, *argv)
-    line = one_error_line(result)
+    line = exit_2_error_line(result)
     assert all(fragment in line for fragment in expected), line
     assert not (files / "out").exists()
 
@@ -144,7 +142,7 @@ def test_prompt_column_of_numbers_is_one_line_and_exit_2(files, capfd, monkeypat
     (files / "numbers").mkdir(exist_ok=True)
     (files / "numbers" / "train.jsonl").write_text(json.dumps({"question": 12, "answer": "2"}) + "\n")
     result = run_in_process(capfd, monkeypatch, files, *flags("model", "numbers", "--prompt_column", "question"))
-    line = one_error_line(result)
+    line = exit_2_error_line(result)
     assert "column 'prompt' holds values of type int64; expected text (str) or a conversation" in line
     assert not (files / "out").exists()
 
@@ -157,6 +155,6 @@ def test_hub_name_with_the_hub_unreachable_fails_at_once(files, flag_index, name
     argv[flag_index] = name
     started = time.monotonic()
     result = run_cli(files, *argv, HF_HUB_OFFLINE="0", HF_ENDPOINT="http://127.0.0.1:9")
-    line = one_error_line(result)
+    line = exit_2_error_line(result)
     assert f"={name!r}" in line and "the Hub could not be reached" in line and "HF_HUB_OFFLINE=1" in line
     assert time.monotonic() - started < 60

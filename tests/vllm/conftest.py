@@ -4,14 +4,9 @@ The tests run only where vLLM is installed (`scripts/install_vllm_cpu.sh` instal
 are skipped. On a machine without a GPU, vLLM runs on its CPU backend.
 """
 
-import os
+from .cpu_backend import use_cpu_backend_defaults
 
-# vLLM's CPU backend: 1 GiB of KV cache, and the engine's own address on the loopback interface. Set before the
-# first engine starts; on a GPU machine these are ignored or harmless.
-if not os.environ.get("CUDA_VISIBLE_DEVICES"):
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+use_cpu_backend_defaults()  # before vLLM is imported or any engine starts
 
 import pytest  # noqa: E402
 from trl.import_utils import is_vllm_available  # noqa: E402

@@ -14,11 +14,11 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if not os.environ.get("CUDA_VISIBLE_DEVICES"):
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from tests.vllm.cpu_backend import use_cpu_backend_defaults  # noqa: E402
+
+use_cpu_backend_defaults()
 
 from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward, is_live_prompt  # noqa: E402
 from tests.vllm.helpers import VLLMRecorder, loss_rows, vllm_config, vllm_trainer  # noqa: E402
