@@ -128,7 +128,8 @@ def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list
             max(len(ids) for ids in completion_ids),
             batch_size=trainer.args.per_device_train_batch_size,
         )
-    return [logps[i, : len(ids)].float().cpu() for i, ids in enumerate(completion_ids)]
+    # Cloned: a view would keep (and pickle, and save) the whole padded batch with each row.
+    return [logps[i, : len(ids)].float().cpu().clone() for i, ids in enumerate(completion_ids)]
 
 
 def record_generating_logps(trainer, rows, most_rows: int, filler) -> None:

@@ -70,8 +70,11 @@ def load_carried_groups(trainer, checkpoint_dir: str) -> CarriedGroups:
     manifest = torch.load(path, weights_only=True)
     group_size = trainer.num_generations
     if not isinstance(manifest, dict):
-        # A checkpoint from before carried rows were kept per process: the main process saved every row here.
-        return _share_of(trainer, _whole_groups(manifest, group_size, path))
+        # A checkpoint from before carried rows were kept per process: the main process saved every row, with its
+        # rewards, here.
+        groups = _whole_groups(manifest, group_size, path)
+        rewards = torch.stack([fields.pop("rewards") for group in groups for fields in group])
+        return _share_of(trainer, groups, rewards)
     if manifest["group_size"] != group_size:
         raise ValueError(
             f"{path} holds carried groups of num_generations={manifest['group_size']}, this run has "
@@ -91,7 +94,7 @@ def load_carried_groups(trainer, checkpoint_dir: str) -> CarriedGroups:
         for group, row, fields in torch.load(saved_path, weights_only=True):
             rows[group, row] = fields
     groups = [[rows[group, row] for row in range(group_size)] for group in range(len(manifest["holders"]))]
-    return _share_of(trainer, groups)
+    return _share_of(trainer, groups, manifest["rewards"])
 
 
 def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dict]]:
@@ -103,7 +106,7 @@ def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dic
     return [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
 
 
-def _share_of(trainer, groups: list[list[dict]]) -> CarriedGroups:
+def _share_of(trainer, groups: list[list[dict]], rewards: torch.Tensor) -> CarriedGroups:
     """This process's even share of carried groups saved by another number of processes."""
     if not groups:
         return CarriedGroups()
@@ -123,7 +126,7 @@ def _share_of(trainer, groups: list[list[dict]]) -> CarriedGroups:
     rank = trainer.accelerator.process_index
     return CarriedGroups(
         holders=destinations,
-        rewards=torch.stack([fields["rewards"] for group in groups for fields in group]),
+        rewards=rewards,
         rows={
             (group, row): GeneratedRow(**groups[group][row])
             for group, targets in enumerate(destinations)

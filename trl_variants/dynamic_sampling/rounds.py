@@ -11,6 +11,7 @@ dataset index. Every process knows every source (refills are drawn by a sampler 
 no prompt row crosses processes.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -22,7 +23,8 @@ from .skipping_trainer import ROW_INDEX_KEY
 @dataclass
 class GeneratedRow:
     """One generated completion with everything needed to replay it into TRL's scoring pass. A plain picklable
-    record: rows that change process are pickled whole, so extra per-row fields travel with them."""
+    record: rows that change process are pickled whole, so extra per-row fields travel with them. Its rewards are
+    not in it: every process knows every row's rewards (`GeneratedPool`, `CarriedGroups`)."""
 
     row: dict
     prompt_ids: list[int]
@@ -31,7 +33,6 @@ class GeneratedRow:
     logprobs: list[float] | None
     extra: dict = field(default_factory=dict)
     extra_logs: dict = field(default_factory=dict)
-    rewards: torch.Tensor | None = None
     # Log-probs under the policy that generated the row, recorded only for a row carried to the next batch.
     generating_logps: torch.Tensor | None = None
 
@@ -50,6 +51,19 @@ class GeneratedPool:
 
     def all_rewards(self) -> torch.Tensor:
         return torch.cat(self.rewards)
+
+
+@contextmanager
+def metric_gathers_skipped(accelerator):
+    """Within TRL 1.16's `_generate`, `accelerator.gather` serves only its completion metrics (lengths, truncation,
+    tool calls), which phase 1 discards: the trained batch's are logged by phase 2. Every process skips them alike,
+    so they cost no traffic and no process waits on a gather another skipped. (Prompts and completions that vLLM
+    server mode gathers and scatters go through other functions and are unaffected.)"""
+    accelerator.gather = lambda tensor: tensor
+    try:
+        yield
+    finally:
+        del accelerator.gather
 
 
 class GenerationRoundsMixin:
@@ -104,7 +118,8 @@ class GenerationRoundsMixin:
         mine = order[process * share : (process + 1) * share]
         local_rows = [self._materialize(flat[i], i, inputs, own_by_index) for i in mine]
         prompts = [row["prompt"] for row in local_rows]
-        prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, _, _ = self._generate(prompts)
+        with metric_gathers_skipped(self.accelerator):
+            prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, _, _ = self._generate(prompts)
         for key, values in extra_fields.items():
             for i, row in enumerate(local_rows):
                 row[key] = values[i] if isinstance(values, list) else values
@@ -132,7 +147,6 @@ class GenerationRoundsMixin:
                 logprobs=logprobs[i] if logprobs is not None else None,
                 extra={k: v[i] if isinstance(v, list) else v for k, v in extra_fields.items()},
                 extra_logs={k: v[i] for k, v in round_logs.items() if len(v) == len(local_rows)},
-                rewards=rewards[process * share + i],
             )
 
     def _sampling_scores(self, rewards_per_func: torch.Tensor) -> torch.Tensor:

@@ -72,7 +72,9 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
             {
                 "prompts": [row.row["prompt"] for row in batch.local],
                 "completion_ids": [row.completion_ids for row in batch.local],
-                "rewards": [row.rewards.tolist() for row in batch.local],
+                "rewards": batch.rewards.view(trainer.accelerator.num_processes, len(batch.local), -1)[
+                    trainer.accelerator.process_index
+                ].tolist(),
                 "batch_rewards": batch.rewards.tolist(),
             }
         )
