@@ -83,7 +83,7 @@ class GenerationRoundsMixin:
         if min(indices) < 0:
             raise RuntimeError(
                 "skip_degenerate_prompts: a training batch row carries no dataset index; the training dataloader "
-                "must be built by the trainer's own `get_train_dataloader`."
+                "must be built by the trainer's own get_train_dataloader."
             )
         first = indices[:: self.num_generations]
         return [index for index in self._skip_predicted_degenerate(first) for _ in range(self.num_generations)]
