@@ -59,11 +59,15 @@ def metric_gathers_skipped(accelerator):
     tool calls), which phase 1 discards: the trained batch's are logged by phase 2. Every process skips them alike,
     so they cost no traffic and no process waits on a gather another skipped. (Prompts and completions that vLLM
     server mode gathers and scatters go through other functions and are unaffected.)"""
+    patched = accelerator.__dict__.get("gather")
     accelerator.gather = lambda tensor: tensor
     try:
         yield
     finally:
-        del accelerator.gather
+        if patched is None:
+            del accelerator.gather
+        else:
+            accelerator.gather = patched
 
 
 class GenerationRoundsMixin:
