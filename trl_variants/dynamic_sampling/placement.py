@@ -104,12 +104,10 @@ def place_batch(
         if position // rows_per_process == process:
             local.append(row_here(trained_key(group, row)))
 
-    carried_rewards = torch.stack(
-        [pool_rewards[group * group_size + row] for group in surplus for row in range(group_size)]
-    ) if surplus else None
+    carried_rewards = [pool_rewards[group * group_size + row] for group in surplus for row in range(group_size)]
     next_carried = CarriedGroups(
         holders=carry_destinations,
-        rewards=carried_rewards,
+        rewards=torch.stack(carried_rewards) if carried_rewards else None,
         rows={
             (group, row): row_here(("surplus", group, row))
             for group, targets in enumerate(carry_destinations)

@@ -4,6 +4,9 @@ that exchange rows, nothing between the others.
 Every process computes the same plan, so each knows which processes it sends to and receives from and which rows
 the messages hold; only the payload's size has to precede it. Rows are pickled (they are plain records whose
 fields, tensors included, pickle as they are), so extra per-row fields travel unchanged.
+
+With NCCL, `batch_isend_irecv` needs every rank in its first call on a group; here the group has always run
+collectives before (TRL's gathers of phase 1), so processes that exchange nothing may stay out.
 """
 
 import pickle
