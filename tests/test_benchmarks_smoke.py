@@ -204,3 +204,49 @@ def test_generation_cost_smoke_counts_generation_per_informative_row(tmp_path):
     subprocess.run([sys.executable, str(BENCHMARKS / "generation_cost.py"), "--replot", "--output", str(output)],
                    cwd=REPO, check=True, timeout=SCRIPT_TIMEOUT_S)  # fmt: skip
     assert "| mostly degenerate |" in output.read_text()
+
+
+@pytest.mark.multiprocess
+def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds(tmp_path):
+    output = tmp_path / "traffic.md"
+    command = [
+        sys.executable, str(BENCHMARKS / "collective_traffic.py"), "--package", f"current={REPO}", "--processes", "2",
+        "--lengths", "4", "--steps", "2", "--output", str(output),
+    ]  # fmt: skip
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    saved = json.loads(output.with_suffix(".json").read_text())
+    assert saved["machine"] == describe_machine()
+    summary = saved["runs"]["current/2/4"]["summary"]
+    grpo, dapo, carry = (summary[arm] for arm in ("GRPOTrainer", "DAPOTrainer", "DAPOTrainer carry"))
+    # TRL's own gathers (rewards, lengths, logged completions) reach every process.
+    assert grpo["bytes_per_step"] > 0 and grpo["peak_rows"] == 0 and grpo["received_rows_per_step"] is None
+    for arm in (dapo, carry):
+        assert arm["bytes_per_step"] > 0 and arm["received_rows_per_step"] is not None
+        # A process holds its own generated rows and what it receives to train, never every process's rows.
+        assert 0 < arm["peak_rows"] <= arm["generated_rows_per_step"] + 16 + 16
+    assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text()
+
+
+def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import collective_traffic
+
+    c_tok, c_row, s, m, processes, generated = 3.0, 100.0, 5.0, 0.25, 4, 40.0
+    others = (processes - 1) * generated
+    received = m * collective_traffic.PER_DEVICE_BATCH
+    results = {}
+    for length in (32, 128):
+        for package, excess in (
+            ("before", others * (c_row + length * c_tok)),
+            ("after", others * s + received * (c_row + length * c_tok)),
+        ):
+            arm = {"bytes_per_step": 1000.0 + excess, "generated_rows_per_step": generated,
+                   "received_rows_per_step": received if package == "after" else None}  # fmt: skip
+            results[package, processes, length] = {"GRPOTrainer": {"bytes_per_step": 1000.0}, "DAPOTrainer": arm}
+    costs = collective_traffic.per_token_costs(results, "before", "after")
+    assert costs["c_tok"] == pytest.approx(c_tok) and costs["c_row"] == pytest.approx(c_row)
+    assert costs["s"] == pytest.approx(s) and costs["m"] == pytest.approx(m)
+    table = "\n".join(collective_traffic.projection(costs))
+    before_64 = 63 / 64 * 3 * 8192 * (c_row + 20_000 * c_tok) / 1e6
+    assert f"| 64 | {before_64:.0f} |" in table

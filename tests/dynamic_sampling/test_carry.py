@@ -25,7 +25,7 @@ from trl_variants.dynamic_sampling.carry import (
     plan_carry,
 )
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
-from trl_variants.dynamic_sampling.trainer import CARRIED_FILE
+from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import run_two_processes, toy_config, toy_trainer
@@ -185,7 +185,7 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
         policy = copy.deepcopy(shared_task.model)
         policy.load_state_dict(trainer.model.state_dict())
         batch = sample(inputs)
-        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried_rows]
+        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried.rows.values()]
         steps.append(Step(policy=policy, carried_out=carried))
         return batch
 
@@ -307,7 +307,7 @@ def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
     assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is False
-    assert trainer._carried_rows == []
+    assert len(trainer._carried) == 0 and trainer._carried.rows == {}
     for entry in logs:
         informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])
         assert entry["dynamic_sampling/dropped_informative_groups"] == informative - BATCH_GROUPS
@@ -333,15 +333,14 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
     assert first["global_step"] == second["global_step"] == 4
     assert first["logs"] == second["logs"]
     for step_first, step_second in zip(first["steps"], second["steps"], strict=True):
-        # Same batch and same carry decisions on both ranks; each rank trains its usual 8 rows.
-        assert step_first["batch"] == step_second["batch"]
-        assert step_first["carried_out"] == step_second["carried_out"]
+        # Each rank trains its usual 8 rows.
         assert step_first["loss_rows"] == step_second["loss_rows"] == 8
     for t in range(1, 4):
-        carried = first["steps"][t - 1]["carried_out"]
-        assert first["logs"][t]["dynamic_sampling/carried_groups"] == len(carried) // G
-        # Carried groups lead the global batch, so rank 0 holds them first, groups whole.
-        assert first["steps"][t]["batch"][: len(carried)] == carried
+        carried = [rank["steps"][t - 1]["carried_out"] for rank in two_process_carry]
+        assert first["logs"][t]["dynamic_sampling/carried_groups"] == sum(map(len, carried)) // G
+        # A carried row lives on the process that trains it: each rank trains the rows it carried.
+        for rank, rows in zip(two_process_carry, carried, strict=True):
+            assert all(row in rank["steps"][t]["batch"] for row in rows)
     checked = sum(len(rank["steps"][t]["carried_error"]) for rank in two_process_carry for t in range(4))
     assert checked > 0 and any(rank["steps"][t]["carried_error"] for rank in [second] for t in range(4))
     for rank in two_process_carry:

@@ -3,9 +3,8 @@
 tests/dynamic_sampling/scripts/two_process.py trains with a half-degenerate reward, then with an
 always-degenerate one, then with the half-degenerate one and prompt skipping (streak rule, then posterior rule);
 each rank records its keep/drop decisions, the rows it trained on and, when skipping, its prompt history and skip
-decisions. The ranks must agree
-on every decision and on the history, train on equal, disjoint shares of the same batch, and finish without
-hanging.
+decisions. The ranks must agree on every decision and on the history, train on equal shares of the batch with
+groups whole, and finish without hanging.
 """
 
 import json
@@ -47,26 +46,35 @@ def test_ranks_take_identical_decisions_and_train_equal_shares(two_process_recor
     first, second = ranks
     assert len(first["decisions"]) == STEPS
     assert first["decisions"] == second["decisions"]
-    assert first["batches"] == second["batches"]
     assert first["logs"] == second["logs"]
     for rank in ranks:
         assert [step["rows"] for step in rank["local_rows"]] == [PER_DEVICE_BATCH] * STEPS
         assert rank["loss_rows"] == [PER_DEVICE_BATCH] * STEPS
-    for step, batch in enumerate(first["batches"]):
-        prompts = batch["prompts"]
-        assert len(prompts) == NUM_PROCESSES * PER_DEVICE_BATCH
-        # Groups stay contiguous, and each rank trains on its own consecutive share of the batch.
-        for start in range(0, len(prompts), NUM_GENERATIONS):
-            assert len(set(prompts[start : start + NUM_GENERATIONS])) == 1
+    for step in range(STEPS):
+        # Every rank knows the rewards of the whole batch, in batch order: each rank's rows then the next's.
+        assert first["batches"][step]["batch_rewards"] == second["batches"][step]["batch_rewards"]
+        assert first["batches"][step]["batch_rewards"] == [
+            reward for rank in ranks for reward in rank["batches"][step]["rewards"]
+        ]
         for rank in ranks:
-            share = slice(rank["rank"] * PER_DEVICE_BATCH, (rank["rank"] + 1) * PER_DEVICE_BATCH)
-            assert rank["local_rows"][step]["prompts"] == prompts[share]
+            prompts = rank["batches"][step]["prompts"]
+            # Groups stay contiguous within each rank's share, and TRL's scoring pass sees exactly those rows.
+            for start in range(0, len(prompts), NUM_GENERATIONS):
+                assert len(set(prompts[start : start + NUM_GENERATIONS])) == 1
+            assert rank["local_rows"][step]["prompts"] == prompts
 
 
 def test_half_degenerate_run_keeps_only_informative_groups(two_process_records):
     first = two_process_records["half"][0]
     assert any(not all(d["informative"]) for d in first["decisions"]), "some groups must have been dropped"
-    for decision, batch, entry in zip(first["decisions"], first["batches"], first["logs"], strict=True):
+    batches = [
+        {
+            key: [value for rank in two_process_records["half"] for value in rank["batches"][step][key]]
+            for key in ("prompts", "rewards")
+        }
+        for step in range(STEPS)
+    ]
+    for decision, batch, entry in zip(first["decisions"], batches, first["logs"], strict=True):
         informative = decision["informative"]
         assert decision["kept"] == [i for i, flag in enumerate(informative) if flag][:BATCH_GROUPS]
         assert decision["filled"] == []

@@ -246,15 +246,23 @@ def test_every_dataloader_row_carries_its_dataset_index(task, tmp_path, remove_u
     """The index reaches the skip hook whether or not transformers removes unused columns, and is the row's own."""
     config = skip_config(tmp_path, max_steps=1, remove_unused_columns=remove_unused_columns)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[IndexBlindReward(G)])
-    seen = []
+    seen, first_seen = [], []
+    first_segment = trainer._first_segment
     skip_hook = trainer._skip_predicted_degenerate
 
-    def recording_skip_hook(all_inputs):
-        seen.extend((row[ROW_INDEX_KEY], row["prompt"]) for row in all_inputs)
-        return skip_hook(all_inputs)
+    def recording_first_segment(inputs):
+        seen.extend((row[ROW_INDEX_KEY], row["prompt"]) for row in inputs)
+        return first_segment(inputs)
 
+    def recording_skip_hook(first):
+        first_seen.extend(first)
+        return skip_hook(first)
+
+    trainer._first_segment = recording_first_segment
     trainer._skip_predicted_degenerate = recording_skip_hook
     trainer.train()
     assert len(seen) == 16
+    # The hook gets each group's index, the first row's.
+    assert first_seen == [index for index, _ in seen[::G]]
     prompts = task.train_dataset["prompt"]
     assert all(prompts[index] == prompt for index, prompt in seen)

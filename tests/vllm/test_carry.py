@@ -45,7 +45,7 @@ def carry_run(shared_engine, vllm_policy, tmp_path_factory):
         policy.load_state_dict(trainer.model.state_dict())
         policies.append(policy)
         batch = sample(inputs)
-        carried_out.append([(tuple(row.prompt_ids), tuple(row.completion_ids)) for row in trainer._carried_rows])
+        carried_out.append([(tuple(row.prompt_ids), tuple(row.completion_ids)) for row in trainer._carried.rows.values()])
         return batch
 
     trainer._sample_informative_batch = recording_sample

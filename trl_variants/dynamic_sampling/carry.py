@@ -26,12 +26,13 @@ Carrying therefore needs generation aligned to optimizer steps (`gradient_accumu
 `steps_per_generation * num_iterations`, TRL's default): then a generation batch is trained within one optimizer
 step and a carried group is at most one optimizer step stale. Other layouts are refused by `DAPOConfig`.
 
-A checkpoint saves the carried rows with everything needed to train them (ids, rewards, sampling and generating
-log-probs), so a resumed run trains exactly the groups the uninterrupted run would have.
+Each carried row lives on the process that will train it (`placement`). A checkpoint saves the carried rows with
+everything needed to train them (ids, rewards, sampling and generating log-probs; `carry_checkpoint`), so a resumed
+run trains exactly the groups the uninterrupted run would have.
 """
 
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from trl.models.utils import disable_gradient_checkpointing
@@ -127,16 +128,20 @@ def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list
             max(len(ids) for ids in completion_ids),
             batch_size=trainer.args.per_device_train_batch_size,
         )
-    return [logps[i, : len(ids)].float().cpu() for i, ids in enumerate(completion_ids)]
+    # Cloned: a view would keep (and pickle, and save) the whole padded batch with each row.
+    return [logps[i, : len(ids)].float().cpu().clone() for i, ids in enumerate(completion_ids)]
 
 
-def record_generating_logps(trainer, rows) -> None:
-    """Stores on each row its log-probs under the current (generating) policy. Every process computes all rows:
-    the rows are gathered, so every process runs the same forwards (collectives stay matched under ZeRO-3)."""
-    if not rows:
+def record_generating_logps(trainer, rows, most_rows: int, filler) -> None:
+    """Stores on each of this process's carried `rows` its log-probs under the current (generating) policy.
+
+    Every process runs the same forwards (collectives stay matched under ZeRO-3): each computes `most_rows` rows,
+    the largest number of carried rows any process holds, padding its own with copies of `filler` (any local row)."""
+    if most_rows == 0:
         return
-    logps = policy_logps(trainer, [row.prompt_ids for row in rows], [row.completion_ids for row in rows])
-    for row, row_logps in zip(rows, logps, strict=True):
+    padded = list(rows) + [filler] * (most_rows - len(rows))
+    logps = policy_logps(trainer, [row.prompt_ids for row in padded], [row.completion_ids for row in padded])
+    for row, row_logps in zip(rows, logps, strict=False):
         row.generating_logps = row_logps
 
 
@@ -151,22 +156,11 @@ def place_generating_logps(old_logps: torch.Tensor, local) -> torch.Tensor:
     return old_logps
 
 
-def save_carried_rows(rows, path: str) -> None:
-    """Writes the carried rows (`GeneratedRow`s) to `path` as plain containers and tensors."""
-    torch.save([asdict(row) for row in rows], path)
-
-
-def load_carried_rows(path: str) -> list[dict]:
-    """The carried rows' fields written by `save_carried_rows`. Loaded with `weights_only=True`, so a checkpoint
-    can hold nothing but containers, numbers, strings and tensors."""
-    return torch.load(path, weights_only=True)
-
-
 @contextmanager
-def scoring_with_generating_logps(trainer, local, batch):
+def scoring_with_generating_logps(trainer, local, has_carried: bool):
     """Runs TRL's scoring pass so that carried rows' old log-probs (and, with vLLM, their importance-sampling
-    ratio) come from the policy that generated them. Yields a callable that completes TRL's output."""
-    has_carried = any(row.generating_logps is not None for row in batch)
+    ratio) come from the policy that generated them. Yields a callable that completes TRL's output.
+    `has_carried` (whether any process trains a carried row) must be the same on every process."""
     if not has_carried:
         yield lambda output: output
         return

@@ -1,14 +1,14 @@
 """Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rules are in
 `posterior` (`skip_predictor="posterior"`) and `skipping` (`"streak"`).
 
-`DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the gathered dataloader batch,
+`DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the dataloader batch's gathered indices,
 `_draw_prompt_indices` for refill prompts, `_record_prompt_outcomes` once a step's groups are scored, and the
 state save/load. Everything is decided from gathered data and from a random generator seeded by the run's seed and
 a draw counter, so every process holds the same history and takes the same decisions.
 
 Dataset rows carry no index in TRL, so the training dataloader is built over `IndexedRows`, which adds the row's
-dataset index under `ROW_INDEX_KEY`; the key is taken off the rows as soon as the batch is gathered, so neither
-reward functions nor TRL ever see it.
+dataset index under `ROW_INDEX_KEY`; only the indices cross processes, and the key is taken off each row before it
+is generated, so neither reward functions nor TRL ever see it.
 """
 
 import os
@@ -120,30 +120,13 @@ class PromptSkippingMixin:
 
     # Hooks called by DynamicSamplingMixin.
 
-    def _skip_predicted_degenerate(self, all_inputs: list[dict]) -> list[dict]:
-        """The gathered dataloader batch with predicted-degenerate groups replaced by refill prompts that passed
-        the rule; the row-index key is taken off every row."""
+    def _skip_predicted_degenerate(self, first: list[int]) -> list[int]:
+        """The dataset indices of the dataloader batch's groups (every process's, in order) with those predicted
+        degenerate replaced by refill prompts that passed the rule."""
         if not self._skipping:
-            return all_inputs
+            return first
         self._reset_step_skipping()
-        group_size = self.num_generations
-        rows = [{k: v for k, v in row.items() if k != ROW_INDEX_KEY} for row in all_inputs]
-        starts = range(0, len(all_inputs), group_size)
-        # -1 marks a row without an index (never skipped, never recorded).
-        first = [int(all_inputs[start].get(ROW_INDEX_KEY, -1)) for start in starts]
-        groups = {}
-        for index, start in zip(first, starts, strict=True):
-            groups.setdefault(index, []).append(rows[start : start + group_size])
-        picked = self._pick(first, len(first))
-        kept_rows = []
-        for index in picked.prompts:
-            # The dataloader's own rows (a prompt may be in the batch twice); refills are read from the dataset.
-            from_batch = groups.get(index)
-            if from_batch:
-                kept_rows.extend(from_batch.pop(0))
-            else:
-                kept_rows.extend(dict(self.train_dataset[index]) for _ in range(group_size))
-        return kept_rows
+        return self._pick(first, len(first)).prompts
 
     def _draw_prompt_indices(self, num_groups: int) -> list[int]:
         if not self._skipping:

@@ -1,5 +1,5 @@
 """Runs `DAPOTrainer` with dynamic sampling in each process of a torchrun launch and records, per rank, every
-keep/drop decision and the rows each process trains on.
+keep/drop decision and the rows each process trains on (its share of the batch after the row exchange).
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process.py --out DIR
 
@@ -70,9 +70,12 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
         batch = sample_informative(inputs)
         batches.append(
             {
-                "prompts": [row.row["prompt"] for row in batch],
-                "completion_ids": [row.completion_ids for row in batch],
-                "rewards": [row.rewards.tolist() for row in batch],
+                "prompts": [row.row["prompt"] for row in batch.local],
+                "completion_ids": [row.completion_ids for row in batch.local],
+                "rewards": batch.rewards.view(trainer.accelerator.num_processes, len(batch.local), -1)[
+                    trainer.accelerator.process_index
+                ].tolist(),
+                "batch_rewards": batch.rewards.tolist(),
             }
         )
         return batch

@@ -1,6 +1,6 @@
 """Runs `DAPOTrainer` with `dynamic_sampling_carry_surplus=True` in each process of a torchrun launch and records,
-per rank, the batches, the carried rows and how far the old log-probs TRL's loss receives are from the policy
-that generated each row.
+per rank, its share of the batches, the carried rows it holds and how far the old log-probs TRL's loss receives are
+from the policy that generated each row.
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_carry.py --out DIR
 
@@ -68,8 +68,8 @@ def main() -> None:
         steps.append(
             {
                 "policy": policy,
-                "batch": [[row.prompt_ids, row.completion_ids] for row in batch],
-                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer._carried_rows],
+                "batch": [[row.prompt_ids, row.completion_ids] for row in batch.local],
+                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer._carried.rows.values()],
                 "loss_rows": 0,
                 "carried_error": [],
                 "fresh_error": [],

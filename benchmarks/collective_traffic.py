@@ -1,0 +1,464 @@
+"""What each process receives through collectives per optimizer step, and the generated rows it holds, for
+`GRPOTrainer` and `DAPOTrainer` on several gloo processes: before and after a change, in one run.
+
+    python benchmarks/collective_traffic.py --package before=DIR --package after=. \
+        [--processes 2 4] [--lengths 32 128] [--steps 4] [--output benchmarks/results/collective_traffic.md]
+    python benchmarks/collective_traffic.py --replot   # the report again from the JSON beside it
+
+Each `--package NAME=DIR` names a directory holding a `trl_variants` package (e.g. a `git archive` of an older
+commit); every setting runs once per package, so the packages are compared on the same model, data, seed and
+reward. A setting is `torchrun --nproc_per_node P` on the CPU (gloo) with completions of exactly L tokens
+(`min_new_tokens` = `max_completion_length` = L), training three arms one after the other: `GRPOTrainer`,
+`DAPOTrainer` at its defaults, and `DAPOTrainer` with `dynamic_sampling_carry_surplus=True`.
+
+Traffic: every Python-level collective of `torch.distributed` (all_gather, all_gather_into_tensor, all_reduce,
+broadcast, reduce, gather, scatter, all_to_all, batch_isend_irecv) is wrapped, and each process counts the bytes
+that arrive in its buffers from other processes: the other processes' parts of a gather, the whole tensor of an
+all-reduce or of a broadcast it does not send, the buffers of its receives. `gather_object` and
+`broadcast_object_list` run through these, so their pickled payloads and size headers are counted. DDP's gradient
+all-reduce runs in C++ and is not counted; it is the same for every arm. Counting starts at the first optimizer
+step (setup is excluded) and is divided by the number of steps.
+
+Memory: every live `GeneratedRow` (the record dynamic sampling keeps per generated completion) is tracked; its
+payload is counted as 8 bytes per token id, sampling log-prob and tool-mask entry, the element size of its tensors
+(rewards, generating log-probs) and the pickled size of its prompt row and extra fields. The peak over the run, in
+rows and bytes, is sampled after every collective and at the keep/drop decision. `GRPOTrainer` keeps no such
+record; its own rows per process are reported instead.
+
+The reward is keyed on the prompt (an even first operand makes a group informative, any other prompt gives every
+completion 0), so about half the groups are informative and the rounds are the same for every package.
+"""
+
+import argparse
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "collective_traffic.md"
+NUM_GENERATIONS = 4
+PER_DEVICE_BATCH = 16  # rows per process per step: 4 groups
+ARMS = ("GRPOTrainer", "DAPOTrainer", "DAPOTrainer carry")
+
+
+# Worker: one torchrun process.
+
+
+class Traffic:
+    """Bytes arriving at this process through `torch.distributed`'s Python collectives."""
+
+    def __init__(self, on_call):
+        self.bytes, self.calls, self.on_call = 0, 0, on_call
+
+    def add(self, nbytes: int) -> None:
+        self.bytes += int(nbytes)
+        self.calls += 1
+        self.on_call()
+
+    def install(self) -> None:
+        import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+
+        def size(tensors):
+            return sum(t.numel() * t.element_size() for t in tensors)
+
+        def rank():
+            return dist.get_rank()
+
+        def received(name, original):
+            def all_gather(tensor_list, tensor, *args, **kwargs):
+                result = original(tensor_list, tensor, *args, **kwargs)
+                self.add(size(tensor_list) - size([tensor]))
+                return result
+
+            def all_gather_into_tensor(output, tensor, *args, **kwargs):
+                result = original(output, tensor, *args, **kwargs)
+                self.add(size([output]) - size([tensor]))
+                return result
+
+            def all_reduce(tensor, *args, **kwargs):
+                result = original(tensor, *args, **kwargs)
+                self.add(size([tensor]))
+                return result
+
+            def broadcast(tensor, src=None, *args, **kwargs):
+                result = original(tensor, src, *args, **kwargs)
+                self.add(0 if src == rank() else size([tensor]))
+                return result
+
+            def reduce(tensor, dst=None, *args, **kwargs):
+                result = original(tensor, dst, *args, **kwargs)
+                self.add(size([tensor]) if dst == rank() else 0)
+                return result
+
+            def gather(tensor, gather_list=None, *args, **kwargs):
+                result = original(tensor, gather_list, *args, **kwargs)
+                self.add(size(gather_list) - size([tensor]) if gather_list else 0)
+                return result
+
+            def scatter(tensor, *args, **kwargs):
+                result = original(tensor, *args, **kwargs)
+                self.add(size([tensor]))
+                return result
+
+            def all_to_all(output_tensor_list, input_tensor_list, *args, **kwargs):
+                result = original(output_tensor_list, input_tensor_list, *args, **kwargs)
+                self.add(size(output_tensor_list) - size([output_tensor_list[rank()]]))
+                return result
+
+            def batch_isend_irecv(p2p_op_list):
+                # Receive buffers are sized before the data arrives; the caller waits (a second wait on a gloo
+                # receive would wait for another message).
+                result = original(p2p_op_list)
+                self.add(size([op.tensor for op in p2p_op_list if op.op.__name__ == "irecv"]))
+                return result
+
+            return locals()[name]
+
+        for name in ("all_gather", "all_gather_into_tensor", "all_reduce", "broadcast", "reduce", "gather",
+                     "scatter", "all_to_all", "batch_isend_irecv"):  # fmt: skip
+            wrapper = received(name, getattr(c10d, name))
+            setattr(c10d, name, wrapper)
+            setattr(dist, name, wrapper)
+
+
+class RowMemory:
+    """Peak payload of the live `GeneratedRow`s of this process."""
+
+    def __init__(self):
+        self.live: dict[int, weakref.ref] = {}  # by id: a dataclass with eq=True is unhashable
+        self.peak_bytes = self.peak_rows = 0
+
+    def track(self, row_class) -> None:
+        live = self.live
+
+        def tracking_new(cls, *args, **kwargs):
+            row = object.__new__(cls)
+            key = id(row)
+            live[key] = weakref.ref(row, lambda _, key=key: live.pop(key, None))
+            return row
+
+        row_class.__new__ = tracking_new
+
+    @staticmethod
+    def payload(row) -> int:
+        ids = len(row.prompt_ids) + len(row.completion_ids) + len(row.logprobs or []) + len(row.tool_mask or [])
+        tensors = (getattr(row, "rewards", None), row.generating_logps)  # rows of older versions held their rewards
+        tensors = sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        extra = len(pickle.dumps((row.row, row.extra, row.extra_logs)))
+        return 8 * ids + tensors + extra
+
+    def sample(self) -> None:
+        rows = [row for row in (ref() for ref in list(self.live.values())) if row is not None]
+        self.peak_rows = max(self.peak_rows, len(rows))
+        self.peak_bytes = max(self.peak_bytes, sum(self.payload(row) for row in rows))
+
+    def reset(self) -> None:
+        self.peak_bytes = self.peak_rows = 0
+
+
+def half_informative_reward(prompts, completions, **kwargs):
+    """An even first operand: the completion's position in its pair (informative group); otherwise 0."""
+    return [float(i % 2) if int(prompt.split("+", 1)[0]) % 2 == 0 else 0.0 for i, prompt in enumerate(prompts)]
+
+
+def run_worker(args) -> None:
+    sys.path.insert(0, str(Path(args.package_dir).resolve()))
+    import copy
+
+    import torch
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    import trl_variants
+    import trl_variants.dynamic_sampling.trainer as sampling_trainer
+    from trl_variants import DAPOConfig, DAPOTrainer
+    from trl_variants.toy import make_toy_task
+
+    assert Path(trl_variants.__file__).resolve().is_relative_to(Path(args.package_dir).resolve()), trl_variants.__file__
+    torch.set_num_threads(1)
+    memory = RowMemory()
+    memory.track(sampling_trainer.GeneratedRow)
+    traffic = Traffic(on_call=memory.sample)
+    traffic.install()
+    select_groups = sampling_trainer.select_groups
+
+    def sampling_select_groups(*call_args, **call_kwargs):
+        memory.sample()
+        return select_groups(*call_args, **call_kwargs)
+
+    sampling_trainer.select_groups = sampling_select_groups
+
+    class Window(TrainerCallback):
+        """Counts from the first optimizer step on."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 0:
+                traffic.bytes = traffic.calls = 0
+                memory.reset()
+
+    task = make_toy_task(seed=0, warm_start_steps=20)
+    pristine = copy.deepcopy(task.model)
+    results = {}
+    for arm in ARMS:
+        config_class = GRPOConfig if arm == "GRPOTrainer" else DAPOConfig
+        trainer_class = GRPOTrainer if arm == "GRPOTrainer" else DAPOTrainer
+        extra = {"dynamic_sampling_carry_surplus": True} if arm.endswith("carry") else {}
+        config = config_class(
+            str(Path(args.work_dir) / arm.replace(" ", "_")),
+            use_cpu=True, bf16=False, per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
+            max_completion_length=args.length, generation_kwargs={"min_new_tokens": args.length},
+            learning_rate=1e-3, max_steps=args.steps, logging_steps=1, report_to=[], save_strategy="no", seed=0,
+            disable_tqdm=True, **extra,
+        )  # fmt: skip
+        generated_local = []
+        trainer = trainer_class(
+            copy.deepcopy(pristine), [half_informative_reward], args=config, train_dataset=task.train_dataset,
+            processing_class=task.tokenizer, callbacks=[Window()],
+        )  # fmt: skip
+        generate = trainer._generate
+
+        def counting_generate(prompts, generate=generate, generated_local=generated_local):
+            generated_local.append(len(prompts))
+            return generate(prompts)
+
+        trainer._generate = counting_generate
+        received_rows = []
+        if hasattr(trainer, "_exchange_rows"):  # versions with the row exchange: rows received to train or carry
+            exchange_rows = trainer._exchange_rows
+
+            def counting_exchange(outgoing, senders, exchange_rows=exchange_rows, received_rows=received_rows):
+                received = exchange_rows(outgoing, senders)
+                received_rows.append(sum(len(rows) for rows in received.values()))
+                return received
+
+            trainer._exchange_rows = counting_exchange
+        trainer.train()
+        logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_runtime" not in entry]
+        results[arm] = {
+            "bytes_per_step": traffic.bytes / args.steps,
+            "calls_per_step": traffic.calls / args.steps,
+            "peak_rows": memory.peak_rows,
+            "peak_row_bytes": memory.peak_bytes,
+            # Rows this process generated per step (every `_generate` call, less the replay into TRL's scoring).
+            "generated_rows_per_step": (sum(generated_local) - (args.steps * PER_DEVICE_BATCH if arm != ARMS[0] else 0))
+            / args.steps,
+            "generated_groups_per_step": sum(entry.get("dynamic_sampling/generated_groups", 0) for entry in logs)
+            / args.steps,
+            "received_rows_per_step": sum(received_rows[-args.steps :]) / args.steps if received_rows else None,
+            "losses": [entry["loss"] for entry in logs],
+        }
+        del trainer
+    rank = int(os.environ["RANK"])
+    (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(results))
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+# Orchestrator.
+
+
+def launch(package_dir: str, processes: int, length: int, steps: int, out_dir: Path) -> list[dict]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work_dir:
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
+            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), __file__, "--worker",
+            "--package-dir", package_dir, "--length", str(length), "--steps", str(steps), "--out", str(out_dir),
+            "--work-dir", work_dir,
+        ]  # fmt: skip
+        environment = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+        environment.pop("PYTHONPATH", None)  # the worker puts the package under test first on its path
+        result = subprocess.run(command, env=environment, capture_output=True, text=True)
+        if result.returncode:
+            output = f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+            raise RuntimeError(f"the {processes}-process run of {package_dir} failed:\n{output}")
+    return [json.loads((out_dir / f"rank{rank}.json").read_text()) for rank in range(processes)]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def summarize(ranks: list[dict]) -> dict:
+    """Per arm: the mean over processes of bytes and calls per step, the largest peak over processes."""
+    summary = {}
+    for arm in ARMS:
+        values = [rank[arm] for rank in ranks]
+        summary[arm] = {
+            "bytes_per_step": sum(v["bytes_per_step"] for v in values) / len(values),
+            "max_bytes_per_step": max(v["bytes_per_step"] for v in values),
+            "calls_per_step": values[0]["calls_per_step"],
+            "peak_rows": max(v["peak_rows"] for v in values),
+            "peak_row_bytes": max(v["peak_row_bytes"] for v in values),
+            "generated_rows_per_step": max(v["generated_rows_per_step"] for v in values),
+            "generated_groups_per_step": values[0]["generated_groups_per_step"],
+            "received_rows_per_step": None
+            if values[0]["received_rows_per_step"] is None
+            else sum(v["received_rows_per_step"] for v in values) / len(values),
+            "losses": values[0]["losses"],
+        }
+    return summary
+
+
+# DAPO's published setting (arXiv 2503.14476): 512 prompts x 16 completions per step, completions up to 20k tokens;
+# 3 generation rounds per step.
+PUBLISHED = {"rows": 512 * 16, "rounds": 3, "length": 20_000, "processes": (64, 512)}
+
+
+def per_token_costs(results: dict, before: str, after: str) -> dict:
+    """Costs fitted on the `DAPOTrainer` arm at the most processes, beyond `GRPOTrainer`'s bytes.
+
+    Before, each process receives every other process's generated rows: `excess = others * (c_row + L * c_tok)`,
+    `others` the rows generated by the other processes per step; two lengths give `c_tok` and `c_row`. After, it
+    receives the scores of those rows and the rows the exchange sends it: `excess = others * s + X * (c_row + L *
+    c_tok)`, `X` the rows received per step, which gives `s`; `m = X / rows_per_process`.
+    """
+    processes = max(p for _, p, _ in results)
+    lengths = sorted({length for _, p, length in results if p == processes})
+    short, long = lengths[0], lengths[-1]
+
+    def excess(package, length):
+        summary = results[package, processes, length]
+        return summary["DAPOTrainer"]["bytes_per_step"] - summary["GRPOTrainer"]["bytes_per_step"]
+
+    arm = results[before, processes, long]["DAPOTrainer"]
+    others = (processes - 1) * arm["generated_rows_per_step"]
+    c_tok = (excess(before, long) - excess(before, short)) / ((long - short) * others)
+    c_row = excess(before, short) / others - short * c_tok
+    received = results[after, processes, long]["DAPOTrainer"]["received_rows_per_step"]
+    s = (excess(after, long) - received * (c_row + long * c_tok)) / others
+    return {"processes": processes, "length": long, "c_tok": c_tok, "c_row": c_row, "s": s,
+            "m": received / PER_DEVICE_BATCH}  # fmt: skip
+
+
+def projection(costs: dict) -> list[str]:
+    rows, rounds, length = PUBLISHED["rows"], PUBLISHED["rounds"], PUBLISHED["length"]
+    row_bytes = costs["c_row"] + length * costs["c_tok"]
+    lines = [
+        "",
+        "## Projection to DAPO's published setting",
+        "",
+        f"Costs fitted on `DAPOTrainer` at {costs['processes']} processes (see `per_token_costs`): "
+        f"c_tok = {costs['c_tok']:.2f} bytes per completion token, c_row = {costs['c_row']:.0f} bytes per row, "
+        f"s = {costs['s']:.1f} bytes per generated row for the decision after the change, m = {costs['m']:.3f} of a "
+        "process's rows received by the exchange per step.",
+        "",
+        f"N = {rows} rows per step ({rows // 16} prompts x 16), R = {rounds} rounds, L = {length} tokens, P processes:",
+        "",
+        "- before: (P - 1) / P * R * N * (c_row + L * c_tok)",
+        "- after: (P - 1) / P * R * N * s + m * N / P * (c_row + L * c_tok); at worst m = 1",
+        "",
+        "| processes | before (MB / step / process) | after (MB / step / process) | after, m = 1 (MB) |",
+        "|---|---|---|---|",
+    ]
+    for processes in PUBLISHED["processes"]:
+        others = (processes - 1) / processes * rounds * rows
+        before = others * row_bytes
+        after = others * costs["s"] + costs["m"] * rows / processes * row_bytes
+        worst = others * costs["s"] + rows / processes * row_bytes
+        lines.append(f"| {processes} | {before / 1e6:.0f} | {after / 1e6:.2f} | {worst / 1e6:.2f} |")
+    return lines
+
+
+def report(results: dict, machine: str, steps: int) -> str:
+    lines = [
+        "# Collective traffic and generated rows held per process",
+        "",
+        f"Machine: {machine}. Written by `python benchmarks/collective_traffic.py` ({steps} optimizer steps per arm; "
+        f"{PER_DEVICE_BATCH} rows of {NUM_GENERATIONS} completions per group per process and step; gloo processes "
+        "on the CPU; completions of exactly L tokens). Bytes: received per process per optimizer step through "
+        "Python-level collectives, mean over processes. Peak rows: the most `GeneratedRow`s one process held at "
+        "once (payload bytes in brackets).",
+        "",
+        "| package | processes | L | arm | kB / step | x GRPOTrainer | beyond GRPOTrainer (kB) | collective calls / step "
+        "| generated rows / step / process | rows received by the exchange / step / process | peak rows held (kB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (package, processes, length), summary in results.items():
+        grpo = summary["GRPOTrainer"]["bytes_per_step"]
+        for arm in ARMS:
+            row = summary[arm]
+            ratio = row["bytes_per_step"] / grpo
+            held = "-" if arm == "GRPOTrainer" else f"{row['peak_rows']} ({row['peak_row_bytes'] / 1e3:.1f})"
+            exchanged = "-" if row["received_rows_per_step"] is None else f"{row['received_rows_per_step']:.1f}"
+            lines.append(
+                f"| {package} | {processes} | {length} | {arm} | {row['bytes_per_step'] / 1e3:.1f} | {ratio:.2f} | "
+                f"{(row['bytes_per_step'] - grpo) / 1e3:.1f} | {row['calls_per_step']:.1f} | "
+                f"{row['generated_rows_per_step']:.0f} | {exchanged} | {held} |"
+            )
+    packages = list(dict.fromkeys(package for package, _, _ in results))
+    lengths = {length for _, _, length in results}
+    if len(packages) > 1 and len(lengths) > 1:
+        lines += projection(per_token_costs(results, packages[0], packages[-1]))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--package", action="append", default=[], metavar="NAME=DIR")
+    parser.add_argument("--processes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--replot", action="store_true", help="rewrite the report from the JSON beside --output")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--package-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--work-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+    if args.replot:
+        saved = json.loads(args.output.with_suffix(".json").read_text())
+        results = {}
+        for key, run in saved["runs"].items():
+            name, processes, length = key.split("/")
+            results[name, int(processes), int(length)] = run["summary"]
+        args.output.write_text(report(results, saved["machine"], saved["steps"]))
+        print(f"wrote {args.output}")
+        return
+    sys.path.insert(0, str(REPO_ROOT))
+    from trl_variants.machine import describe_machine
+
+    packages = dict(entry.split("=", 1) for entry in args.package) or {"current": str(REPO_ROOT)}
+    results, raw = {}, {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for processes in args.processes:
+            for length in args.lengths:
+                for name, package_dir in packages.items():
+                    out_dir = Path(scratch) / f"{name}_{processes}_{length}"
+                    ranks = launch(package_dir, processes, length, args.steps, out_dir)
+                    results[name, processes, length] = summarize(ranks)
+                    raw[f"{name}/{processes}/{length}"] = {"summary": results[name, processes, length], "ranks": ranks}
+                    print(f"{name} P={processes} L={length}:",
+                          {arm: round(v["bytes_per_step"]) for arm, v in results[name, processes, length].items()},
+                          flush=True)  # fmt: skip
+    machine = describe_machine()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report(results, machine, args.steps))
+    args.output.with_suffix(".json").write_text(
+        json.dumps({"machine": machine, "steps": args.steps, "packages": packages, "runs": raw}, indent=1)
+    )
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

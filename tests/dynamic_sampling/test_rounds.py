@@ -1,0 +1,33 @@
+"""Phase 1's generation calls without a model: how a round is split into calls, and the metric gathers skipped."""
+
+from types import SimpleNamespace
+
+from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin, metric_gathers_skipped
+
+
+def test_plain_generation_gets_one_generation_batch_per_call_and_vllm_the_whole_round():
+    dataloader, refills = [None] * 8, [7] * 12
+    plain = GenerationRoundsMixin._round_calls(SimpleNamespace(use_vllm=False), [dataloader, refills], 8)
+    assert plain == [[dataloader], [[7] * 8], [[7] * 4]]
+    vllm = GenerationRoundsMixin._round_calls(SimpleNamespace(use_vllm=True), [dataloader, []], 8)
+    assert vllm == [[dataloader]]
+    assert GenerationRoundsMixin._round_calls(SimpleNamespace(use_vllm=True), [dataloader, refills], 8) == [
+        [dataloader, refills]
+    ]
+
+
+class Accelerator:
+    def gather(self, tensor):
+        return ("gathered", tensor)
+
+
+def test_metric_gathers_are_local_inside_the_context_and_restored_after():
+    accelerator = Accelerator()
+    with metric_gathers_skipped(accelerator):
+        assert accelerator.gather(3) == 3
+    assert accelerator.gather(3) == ("gathered", 3)
+    # An instance-level replacement made by someone else is put back, not dropped.
+    accelerator.gather = lambda tensor: ("theirs", tensor)
+    with metric_gathers_skipped(accelerator):
+        assert accelerator.gather(3) == 3
+    assert accelerator.gather(3) == ("theirs", 3)
