@@ -8,6 +8,11 @@ from .cpu_backend import use_cpu_backend_defaults
 
 use_cpu_backend_defaults()  # before vLLM is imported or any engine starts
 
+from trl_variants.vllm_cpu import keep_linear_weights_reloadable  # noqa: E402
+
+# The package's trainers do this themselves; the tests' GRPOTrainer baselines share the session's engine.
+keep_linear_weights_reloadable()
+
 import pytest  # noqa: E402
 from trl.import_utils import is_vllm_available  # noqa: E402
 

@@ -13,6 +13,7 @@ from trl import get_dataset, get_peft_config, get_quantization_config
 from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_card
 from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
+from ..vllm_cpu import keep_linear_weights_reloadable
 from .args import CliUsageError, ParsedCommand, Variant
 from .sources import (
     check_chat_template,
@@ -79,6 +80,8 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     }
     training_args.model_init_kwargs = {**model_init_kwargs, **(training_args.model_init_kwargs or {})}
 
+    # GRPOTrainer does not do it itself; the package's trainers do, and a second call changes nothing.
+    keep_linear_weights_reloadable(training_args)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=DEPRECATED_CHECKPOINTING_WARNINGS, category=FutureWarning)
         trainer = variant.trainer_class(

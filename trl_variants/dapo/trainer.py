@@ -11,6 +11,7 @@ from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
 from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
 from ..variant_args import variant_args
+from ..vllm_cpu import keep_linear_weights_reloadable
 from .config import DAPOConfig
 
 
@@ -53,6 +54,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
             why="DAPOConfig carries DAPO's defaults and the overlong-punishment and dynamic-sampling fields.",
         )
         reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
+        keep_linear_weights_reloadable(args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
         self._setup_reliability_checks()
         self._setup_dynamic_sampling()

@@ -5,6 +5,7 @@ from trl import GRPOTrainer
 from ..model_card import DR_GRPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
 from ..variant_args import variant_args
+from ..vllm_cpu import keep_linear_weights_reloadable
 from .config import DrGRPOConfig
 
 
@@ -40,6 +41,7 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
             why='A GRPOConfig with loss_type="dr_grpo" still divides advantages by the group std unless '
             'scale_rewards="none"; DrGRPOConfig sets both.',
         )
+        keep_linear_weights_reloadable(args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
         self._setup_reliability_checks()
 
