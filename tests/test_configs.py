@@ -6,6 +6,7 @@ import pytest
 from trl import GRPOConfig
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
+from trl_variants.dapo.config import TRL_LOSS_TYPES
 
 from .helpers import toy_config, toy_trainer
 from .ref_setup import fresh_toy_task
@@ -95,9 +96,22 @@ def test_negative_penalty_factor_is_rejected(tmp_path):
             overlong_penalty_factor=-0.5)
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "bnpo"])
-def test_dapo_config_requires_the_dapo_loss(loss_type, tmp_path):
-    rejects(DAPOConfig, tmp_path, rf"loss_type='{loss_type}' is not allowed; expected \"dapo\"", loss_type=loss_type)
+@pytest.mark.parametrize("loss_type", TRL_LOSS_TYPES)
+def test_dapo_config_accepts_every_trl_objective(loss_type, tmp_path):
+    config = build(DAPOConfig, tmp_path, loss_type=loss_type, epsilon_high=5.0 if loss_type == "cispo" else 0.28)
+    assert config.loss_type == loss_type
+    assert (config.epsilon, config.dynamic_sampling) == (0.2, True)
+
+
+def test_dapo_config_rejects_an_objective_trl_does_not_have(tmp_path):
+    rejects(DAPOConfig, tmp_path, r"loss_type='ppo' is not allowed; expected \"dapo\" \(DAPO's token-level loss\) or "
+            r"another objective of TRL: \"grpo\"", loss_type="ppo")
+
+
+def test_cispo_with_a_cap_below_one_warns(tmp_path, caplog):
+    with caplog.at_level("WARNING"):
+        build(DAPOConfig, tmp_path, loss_type="cispo")
+    assert "caps each token's importance weight at epsilon_high=0.28, below 1" in caplog.text
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "bnpo"])

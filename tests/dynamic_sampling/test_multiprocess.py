@@ -26,6 +26,7 @@ PER_DEVICE_BATCH = 8
 STEPS = 3
 MAX_ROUNDS = 3
 BATCH_GROUPS = NUM_PROCESSES * PER_DEVICE_BATCH // NUM_GENERATIONS
+RUNS = ("half", "exhausted", "skipping", "posterior", "stream", "stream_dry")
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +35,11 @@ def two_process_records(tmp_path_factory):
     run_two_processes(SCRIPT, out_dir, LAUNCH_TIMEOUT_S)
     return {
         run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
-        for run in ("half", "exhausted", "skipping", "posterior")
+        for run in (*RUNS, "environment")
     }
 
 
-@pytest.mark.parametrize("run", ["half", "exhausted", "skipping", "posterior"])
+@pytest.mark.parametrize("run", RUNS)
 def test_ranks_take_identical_decisions_and_train_equal_shares(two_process_records, run):
     ranks = two_process_records[run]
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["num_processes"] == NUM_PROCESSES for r in ranks)
@@ -116,3 +117,35 @@ def test_ranks_hold_identical_pass_rate_posterior_and_skip_decisions(two_process
     assert max(first["history"]["wrong"]) > 0 and max(first["history"]["updated"]) >= 0
     logged = sum(entry["dynamic_sampling/skipped_prompts"] for entry in first["logs"])
     assert logged == sum(len(pick["skipped"]) for pick in first["picks"])
+
+
+def test_ranks_read_the_same_stream_and_keep_informative_groups(two_process_records):
+    first, second = two_process_records["stream"]
+    assert first["refill_state"]["stream"]["position"] > 0
+    # Rank 0 alone reads the stream; the other rank follows the position it broadcast.
+    assert first["refill_state"] == second["refill_state"]
+    assert first["history"] == second["history"] and first["picks"] == second["picks"]
+    for batch in first["batches"]:
+        assert all(is_live_prompt(p) for p in batch["prompts"])
+        groups = batch["prompts"][::NUM_GENERATIONS]
+        assert len(set(groups)) == len(groups), "a prompt was trained twice in one batch"
+
+
+def test_a_stream_with_nothing_to_refill_fills_on_every_rank(two_process_records):
+    first, second = two_process_records["stream_dry"]
+    for entry in first["logs"]:
+        # The batch's own four prompts, then no round: the stream had none unread.
+        assert entry["dynamic_sampling/filled"] == 1.0 and entry["dynamic_sampling/generated_groups"] == BATCH_GROUPS
+    assert first["logs"] == second["logs"]
+
+
+def test_each_rank_resets_and_scores_its_own_rollouts_once(two_process_records):
+    first, second = two_process_records["environment"]
+    assert first["decisions"] == second["decisions"] and first["logs"] == second["logs"]
+    generated_rows = sum(entry["dynamic_sampling/generated_groups"] for entry in first["logs"]) * NUM_GENERATIONS
+    for rank in (first, second):
+        # Each rank generates half of every round's rows and resets one episode per rollout it generates.
+        assert rank["resets"] == generated_rows // NUM_PROCESSES
+        assert sorted(rank["scored_episodes"]) == list(range(rank["resets"]))
+        assert rank["sees_observation"]
+    assert all("tools/call_frequency" in entry for entry in first["logs"])

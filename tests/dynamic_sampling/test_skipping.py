@@ -128,6 +128,17 @@ def test_pick_keeps_first_candidates_in_order_and_replaces_skipped_ones_by_draws
     assert picked.candidates == [False, False, False, False]
 
 
+def test_a_draw_that_returns_nothing_ends_the_pick_with_fewer_prompts():
+    """A stream with no unread prompt: the pick keeps what it found instead of asking again forever."""
+    history = PromptHistory(10)
+    draws = iter([[4], []])
+    picked = pick_prompts(
+        [0], lambda n: next(draws), 3, lambda ids: explore_probabilities(history, ids, 0.5, 0.5, 0.01),
+        np.random.default_rng(0),
+    )  # fmt: skip
+    assert picked.prompts == [0, 4] and picked.skipped == []
+
+
 def test_all_degenerate_dataset_is_picked_in_bounded_draws():
     """Every row predicted degenerate at the floor: the pick ends after a bounded number of draws, with exactly the
     prompts needed, the most likely ones forced."""

@@ -482,10 +482,12 @@ def test_a_reward_named_like_a_keyword_can_be_chosen(task, tmp_path):
     assert trainer._sampling_metric_index == 1
 
 
-def test_vision_language_models_are_refused(task, tmp_path):
-    """Phase 2 replays through TRL's rollout hook, which drops images; a VLM must be refused, not trained blind.
-    No VLM processor can be built offline, so the trainer's own VLM flag is set on a text trainer."""
-    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path), task)
+def test_carrying_is_refused_for_vision_language_models(task, tmp_path):
+    """A carried row's generating log-probs are recorded from its token ids alone, without its images, so carrying
+    is refused for a VLM (tests/dynamic_sampling/test_replay.py trains a real one without carrying); the trainer's
+    own VLM flag is set on a text trainer here."""
+    config = toy_config(DAPOConfig, tmp_path, dynamic_sampling_carry_surplus=True)
+    trainer = toy_trainer(DAPOTrainer, config, task)
     trainer._is_vlm = True
-    with pytest.raises(ValueError, match="does not support `vision-language models` yet"):
+    with pytest.raises(ValueError, match="dynamic_sampling_carry_surplus=True does not support vision-language models"):
         trainer._setup_dynamic_sampling()

@@ -3,10 +3,16 @@ sampling fields."""
 
 from dataclasses import dataclass, field
 
+from transformers.utils import logging
 from trl import GRPOConfig
 
 from ..dynamic_sampling.carry import carry_alignment_problem
 from ..reliability.config_checks import check_common_fields, require
+
+logger = logging.get_logger(__name__)
+
+# Every objective TRL 1.16's `GRPOTrainer._compute_loss` implements; "dapo" is DAPO's own and the default.
+TRL_LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 
 DYNAMIC_SAMPLING_METRICS_HELP = (
     '"accuracy" (the first reward function that is not the soft overlong punishment), "total" (the weighted sum '
@@ -24,7 +30,11 @@ class DAPOConfig(GRPOConfig):
         epsilon (`float`, defaults to `0.2`): lower clip range, the paper's epsilon_low.
         epsilon_high (`float`, defaults to `0.28`): upper clip range ("clip-higher"); must be >= `epsilon`.
         loss_type (`str`, defaults to `"dapo"`): token-level loss, normalised by the number of completion tokens
-            of the whole generation batch. DAPO requires `"dapo"`.
+            of the whole generation batch, as DAPO publishes it. Every objective TRL accepts is allowed (`"grpo"`,
+            `"bnpo"`, `"dr_grpo"`, `"cispo"`, `"sapo"`, `"luspo"`, `"vespo"`), with TRL's meaning; dynamic
+            sampling and the overlong punishment act on the rewards and the batch and compose with each. With
+            `"cispo"`, `epsilon_high` is CISPO's cap on the importance weight itself (TRL's meaning): set it
+            above 1 (ScaleRL uses 5.0).
         beta (`float`, defaults to `0.0`): no KL penalty, as in the paper. Any value >= 0 is accepted.
         scale_rewards (`str`, defaults to `"group"`): advantages are (r - group mean) / (group std + eps).
         mask_truncated_completions (`bool`, defaults to `False`): overlong filtering. Off by default because the
@@ -88,7 +98,11 @@ class DAPOConfig(GRPOConfig):
     )
     loss_type: str = field(
         default="dapo",
-        metadata={"help": 'Loss aggregation. DAPO needs "dapo": token mean over the whole generation batch.'},
+        metadata={
+            "help": 'Policy objective: "dapo" (DAPO\'s token mean over the whole generation batch) or any other TRL '
+            'objective: "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo". Dynamic sampling and overlong '
+            "shaping compose with each."
+        },
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient. DAPO uses no KL term (0.0). Range: >= 0."})
     scale_rewards: str = field(
@@ -190,7 +204,20 @@ class DAPOConfig(GRPOConfig):
 
     def __post_init__(self):
         check_common_fields(self)
-        require(self.loss_type == "dapo", "loss_type", self.loss_type, '"dapo" (DAPO\'s token-level loss)')
+        require(
+            self.loss_type in TRL_LOSS_TYPES,
+            "loss_type",
+            self.loss_type,
+            '"dapo" (DAPO\'s token-level loss) or another objective of TRL: "grpo", "bnpo", "dr_grpo", "cispo", '
+            '"sapo", "luspo", "vespo"',
+        )
+        if self.loss_type == "cispo" and self.epsilon_high is not None and self.epsilon_high < 1:
+            # TRL's CISPO clamps the importance weight at `epsilon_high` itself, not at 1 + epsilon_high.
+            logger.warning(
+                f"loss_type='cispo' caps each token's importance weight at epsilon_high={self.epsilon_high}, below 1, "
+                "which scales every token's gradient down; CISPO's cap is meant to be above 1 (ScaleRL uses "
+                "epsilon_high=5.0)."
+            )
         if self.overlong_buffer_length is not None:
             require(
                 isinstance(self.overlong_buffer_length, int)

@@ -20,15 +20,17 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     Trainer for DAPO (https://huggingface.co/papers/2503.14476).
 
     Clip-higher (`epsilon_high`) and the token-level loss (`loss_type="dapo"`) are TRL's own and are switched on by
-    [`DAPOConfig`]'s defaults; overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the
-    paper's reference run). Relative to [`~trl.GRPOTrainer`] this class changes:
+    [`DAPOConfig`]'s defaults (any other objective of TRL can be chosen, and trains under dynamic sampling);
+    overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the paper's reference run).
+    Relative to [`~trl.GRPOTrainer`] this class changes:
 
     - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
       `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
       `reward_weights` is given; the caller's config object is left unchanged) and logged as `rewards/soft_overlong_punishment`.
     - `_generate_and_score_completions` (train mode, `dynamic_sampling=True`): generates rounds until the batch holds
-      only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups; see
-      `trl_variants.dynamic_sampling.trainer`.
+      only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls,
+      environment episodes and images as `GRPOTrainer` has them and refill prompts from map-style or streaming
+      datasets; see `trl_variants.dynamic_sampling.trainer`.
     - `skip_degenerate_prompts=True`: prompts whose history predicts a degenerate group are skipped before
       generation and replaced by refill prompts; see `trl_variants.dynamic_sampling.skipping`.
     - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state

@@ -170,6 +170,11 @@ class RefillSampler:
         return {"dataset_size": self.dataset_size, "seed": self.seed, "epoch": self.epoch, "position": self.position}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        if "dataset_size" not in state:
+            raise ValueError(
+                "RefillSampler: the checkpoint's refill state is a streaming dataset's, but train_dataset is map-style; "
+                "resume with the training dataset the checkpoint was saved with."
+            )
         if state["dataset_size"] != self.dataset_size:
             raise ValueError(
                 f"RefillSampler: the checkpoint's dataset has {state['dataset_size']} rows, this one has "

@@ -143,7 +143,8 @@ def pick_prompts(
 
     At most `MAX_CANDIDATES_PER_PROMPT * needed` candidates are considered; when they are used up, the skipped
     candidates most likely to be informative (highest explore probability, earliest first) are generated anyway
-    as `forced`, so the result always has `needed` prompts and no step waits on a dataset that looks all degenerate.
+    as `forced`, so the result has `needed` prompts and no step waits on a dataset that looks all degenerate. Only a
+    `draw` that returns nothing (a stream with no unread prompt) ends the picking with fewer.
     """
     kept, kept_candidates, skipped, skipped_probability = [], [], [], []
     budget = MAX_CANDIDATES_PER_PROMPT * needed
@@ -155,6 +156,8 @@ def pick_prompts(
             if wanted <= 0:
                 break
             batch = draw(wanted)
+            if not batch:  # a stream with nothing unread left
+                break
         probabilities = explore_probability(batch)
         explored = rng.random(len(batch)) < probabilities
         for index, probability, keep in zip(batch, probabilities.tolist(), explored.tolist(), strict=True):

@@ -8,7 +8,9 @@ a draw counter, so every process holds the same history and takes the same decis
 
 Dataset rows carry no index in TRL, so the training dataloader is built over `IndexedRows`, which adds the row's
 dataset index under `ROW_INDEX_KEY`; only the indices cross processes, and the key is taken off each row before it
-is generated, so neither reward functions nor TRL ever see it.
+is generated, so neither reward functions nor TRL ever see it. A streaming dataset has no index: its prompts are
+keyed by a hash of their content (`stream.prompt_key`), and the posterior's memory is counted in passes of the
+refill reader over the stream (the rows read so far until a first pass is complete).
 """
 
 import os
@@ -33,6 +35,7 @@ from .skipping import (
     group_outcomes,
     pick_prompts,
 )
+from .stream import STREAM_KEY_SPACE, prompt_key, row_prompt
 
 logger = logging.get_logger(__name__)
 
@@ -76,21 +79,30 @@ class PromptSkippingMixin:
                 f"skip_degenerate_prompts=True marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset "
                 "already has; rename that column or set skip_degenerate_prompts=False."
             )
+        key_space = STREAM_KEY_SPACE if self._streaming else len(self.train_dataset)
         if args.skip_predictor == "posterior":
-            # Evidence half-life in steps: `skip_memory_epochs` passes over the dataset at this run's batch.
-            batch_groups = max(1, args.generation_batch_size // self.num_generations)
-            wrong_half_life = args.skip_memory_epochs * len(self.train_dataset) / batch_groups
-            self._pass_posterior = PassRatePosterior(
-                len(self.train_dataset),
-                decay_right=half_life_decay(RIGHT_MEMORY_FACTOR * wrong_half_life),
-                decay_wrong=half_life_decay(wrong_half_life),
-            )
+            self._pass_posterior = PassRatePosterior(key_space, decay_right=1.0, decay_wrong=1.0)
+            self._set_posterior_memory()
         else:
-            self._prompt_history = PromptHistory(len(self.train_dataset))
+            self._prompt_history = PromptHistory(key_space)
         self._explore_p = {"easy": INITIAL_EXPLORE_PROBABILITY, "hard": INITIAL_EXPLORE_PROBABILITY}
         self._skip_draws = 0
         self._skip_budget_warned = False
         self._reset_step_skipping()
+
+    def _set_posterior_memory(self) -> None:
+        """Evidence half-life in steps: `skip_memory_epochs` passes over the dataset at this run's batch."""
+        rows = self._refill_sampler.rows_read if self._streaming else len(self.train_dataset)
+        batch_groups = max(1, self.args.generation_batch_size // self.num_generations)
+        wrong_half_life = self.args.skip_memory_epochs * max(rows, batch_groups) / batch_groups
+        self._pass_posterior.decay_right = half_life_decay(RIGHT_MEMORY_FACTOR * wrong_half_life)
+        self._pass_posterior.decay_wrong = half_life_decay(wrong_half_life)
+
+    def _row_key(self, row: dict) -> int:
+        """The history key of a dataloader row: its dataset index, or its prompt's hash on a stream (-1: none)."""
+        if self._streaming:
+            return prompt_key(row_prompt(row))
+        return int(row.get(ROW_INDEX_KEY, -1))
 
     @property
     def _skipping(self) -> bool:
@@ -108,7 +120,7 @@ class PromptSkippingMixin:
         self._step_skipped = 0
 
     def _get_dataloader(self, dataset, description, batch_size, sampler_fn=None, is_training=False, **kwargs):
-        if is_training and self._skipping:
+        if is_training and self._skipping and not self._streaming:
             # A column removal would drop the index; the rows keep it like a signature column.
             self._set_signature_columns_if_needed()
             if ROW_INDEX_KEY not in self._signature_columns:
@@ -132,6 +144,12 @@ class PromptSkippingMixin:
         if not self._skipping:
             return self._refill_sampler.draw(num_groups)
         return self._pick([], num_groups).prompts
+
+    def _forget_last_picks(self, count: int) -> None:
+        """Takes back the last `count` picked prompts, which will not be generated (a stream ran dry mid-round)."""
+        if self._skipping and count:
+            del self._step_indices[-count:]
+            del self._step_candidates[-count:]
 
     def _pick(self, first: list[int], needed: int):
         args = self.args
@@ -176,6 +194,8 @@ class PromptSkippingMixin:
             )
         args = self.args
         if self._pass_posterior is not None:
+            if self._streaming:  # the stream's length becomes known as it is read
+                self._set_posterior_memory()
             right, scored = group_successes(all_scores, informative)
             self._pass_posterior.record(self._step_indices, right, scored, self.state.global_step)
         else:

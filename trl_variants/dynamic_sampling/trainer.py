@@ -1,15 +1,17 @@
 """Trainer glue for dynamic sampling: generation rounds, the keep/drop decision, the row exchange and the replay
 into TRL.
 
-Phase 1 generates and scores rounds of prompt groups through TRL's own `_generate` and `_calculate_rewards`
-(so vLLM server/colocate modes and weight sync keep working, and each reward function runs once per
-completion) until the batch can be filled with informative groups (`rounds`). Each process keeps the rows it
+Phase 1 generates and scores rounds of prompt groups through TRL's own prompt preparation and `_generate`
+(environments, tools and images as in `GRPOTrainer`, see `replay`) and `_calculate_rewards` (so vLLM
+server/colocate modes and weight sync keep working, and each reward function runs once per completion) until the
+batch can be filled with informative groups (`rounds`). Refill prompts come from the training dataset, or from a
+streaming one (`stream`). Each process keeps the rows it
 generated; TRL's reward gather gives every process every row's scores, so every process takes the same decision,
 calls the same collectives the same number of times, and knows where every row is. The rows of the trained batch
 are then laid out over the processes, moving as few as possible (`placement`, `exchange`, `row_exchange`), so that
 each process ends with its usual number of rows, groups contiguous. Phase 2 runs TRL's unchanged
-`_generate_and_score_completions` once on each process's rows, with generation and reward computation replayed
-from phase 1. Old-policy and reference log-probs, vLLM importance weights, advantages, `num_items_in_batch` and
+`_generate_and_score_completions` once on each process's rows, with generation, tool calls and reward computation
+replayed from phase 1. Old-policy and reference log-probs, vLLM importance weights, advantages, `num_items_in_batch` and
 TRL's own metrics are therefore computed on the trained batch only, and by TRL's code.
 """
 
@@ -31,6 +33,7 @@ from .carry import (
 )
 from .carry_checkpoint import load_carried_groups, save_carried_groups
 from .placement import CarriedGroups, TrainedBatch, place_batch
+from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, mean_total_reward
 from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin
 from .row_exchange import exchange_objects
@@ -43,11 +46,16 @@ from .selection import (
     informative_group_mask,
     select_groups,
 )
-from .skipping_trainer import ROW_INDEX_KEY, PromptSkippingMixin
+from .skipping_trainer import PromptSkippingMixin
+from .stream import StreamRefill
 
 logger = logging.get_logger(__name__)
 
 STATE_FILE = "dynamic_sampling_state.json"
+STREAM_RAN_DRY = (
+    "The streaming train_dataset had no unread prompt left for this batch: a whole pass over it gave none that "
+    "was not already in the batch."
+)
 
 
 class DynamicSamplingExhaustedError(RuntimeError):
@@ -69,32 +77,21 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         self._carried = CarriedGroups()
         if not args.dynamic_sampling:
             return
-        # Phase 2 replays completions through TRL's rollout hook, which carries neither tool calls nor images.
-        unsupported = {
-            "tools": bool(self.tools),
-            "environment_factory": self.environment_factories is not None,
-            "vision-language models": self._is_vlm,
-        }
-        for name, present in unsupported.items():
-            if present:
-                raise ValueError(
-                    f"dynamic_sampling=True does not support `{name}` yet; set dynamic_sampling=False to train with it."
-                )
+        if self._is_vlm and args.dynamic_sampling_carry_surplus:
+            raise ValueError(
+                "dynamic_sampling_carry_surplus=True does not support vision-language models: a carried row's "
+                "generating log-probs are recorded without its images. Set dynamic_sampling_carry_surplus=False."
+            )
         self._sampling_metric_index = self._resolve_sampling_metric(args.dynamic_sampling_metric)
         dataset = self.train_dataset
         if dataset is None:
             return
-        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
-            raise ValueError(
-                f"dynamic_sampling=True needs a map-style train_dataset to draw refill prompts from, got "
-                f"{type(dataset).__name__}; convert it (e.g. with Dataset.from_generator) or set dynamic_sampling=False."
+        if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
+            self._refill_sampler = RefillSampler(dataset_size=len(dataset), seed=args.seed + 1)
+        else:  # a stream: refill prompts are its next unread rows (stream.py)
+            self._refill_sampler = StreamRefill(
+                dataset, args.seed + 1, self.shuffle_dataset, self.accelerator.is_main_process
             )
-        if {"image", "images"} & set(getattr(dataset, "column_names", None) or []):
-            raise ValueError(
-                "dynamic_sampling=True does not support image datasets yet; set dynamic_sampling=False to train with "
-                "image prompts."
-            )
-        self._refill_sampler = RefillSampler(dataset_size=len(dataset), seed=args.seed + 1)
         self._setup_prompt_skipping()
 
     def _resolve_sampling_metric(self, metric: str) -> int | None:
@@ -121,10 +118,12 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         if not (self.args.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
         batch = self._sample_informative_batch(inputs)
-        with self._replaying(batch.local, batch.rewards), scoring_with_generating_logps(
-            self, batch.local, batch.has_carried
-        ) as complete:
-            return complete(super()._generate_and_score_completions([row.row for row in batch.local]))
+        with (
+            self._replaying(batch.local, batch.rewards),
+            replaying_tools_and_environments(self, batch.local),
+            scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
+        ):
+            return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
 
     # Phase 1: generation rounds, the shared decision, the exchange of the rows that move.
 
@@ -162,22 +161,27 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
                 break
             request = groups_to_request(needed - found, found / seen, batch_groups, granularity)
             segments = [self._refill_sources(request)]
+            if not segments[0]:  # a stream with no unread prompt left
+                break
 
         self._metrics["train"] = saved_metrics
         self.state.num_input_tokens_seen = saved_tokens_seen
 
         selection = select_groups(informative.tolist(), needed, fill=args.dynamic_sampling_on_exhausted == "fill")
+        ran_dry = self._streaming and self._refill_sampler.ran_dry
         if len(selection.indices) < needed:
             raise DynamicSamplingExhaustedError(
                 f"Dynamic sampling found {found} informative groups of the {needed} needed after {rounds} "
                 f"rounds (max {args.dynamic_sampling_max_rounds}): pass rate {found / seen:.3f} over {seen} generated "
                 "groups. Raise dynamic_sampling_max_rounds, use prompts of a difficulty where the policy is sometimes "
                 'right and sometimes wrong, or set dynamic_sampling_on_exhausted="fill" to train on.'
+                + (f" {STREAM_RAN_DRY}" if ran_dry else "")
             )
         if selection.filled:
             logger.warning(
                 f"Dynamic sampling: only {found} of {needed} groups were informative after {rounds} rounds; "
                 f"filled the batch with {len(selection.filled)} degenerate groups (no signal on the sampling metric)."
+                + (f" {STREAM_RAN_DRY}" if ran_dry else "")
             )
         capacity = batch_groups if args.dynamic_sampling_carry_surplus else 0
         surplus = plan_carry(informative.tolist(), selection.indices, capacity)
@@ -193,12 +197,21 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         return batch
 
     def _own_rows_by_index(self, inputs: list[dict]) -> dict[int, list[dict]]:
-        """This process's dataloader rows by dataset index, for the skipping rule's picks (empty without it)."""
+        """This process's dataloader rows by dataset index (a stream's prompt key), for the skipping rule's picks
+        (empty without it)."""
         own: dict[int, list[dict]] = {}
         if self._skipping:
             for row in inputs:
-                own.setdefault(int(row.get(ROW_INDEX_KEY, -1)), []).append(row)
+                own.setdefault(self._row_key(row), []).append(row)
         return own
+
+    @property
+    def _streaming(self) -> bool:
+        return isinstance(self._refill_sampler, StreamRefill)
+
+    def _refill_row(self, index: int) -> dict:
+        """The row of a drawn refill prompt: a dataset index, or a stream's prompt key."""
+        return self._refill_sampler.row(index) if self._streaming else dict(self.train_dataset[index])
 
     def _exchange_rows(self, outgoing: dict[int, list], senders: list[int]) -> dict[int, list]:
         return exchange_objects(outgoing, senders, self.accelerator.device)
@@ -238,12 +251,14 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         extra_keys = sorted({key for row in local for key in row.extra})
 
         def replay_generation(prompts, trainer):
+            turns = [first_turn(row) for row in local]
             output = {
                 "prompt_ids": [row.prompt_ids for row in local],
-                "completion_ids": [row.completion_ids for row in local],
-                "logprobs": None if local[0].logprobs is None else [row.logprobs for row in local],
+                "completion_ids": [ids for ids, _ in turns],
+                "logprobs": None if local[0].logprobs is None else [logprobs for _, logprobs in turns],
             }
-            if local[0].tool_mask is not None:
+            # With tools, TRL's (replayed) tool loop returns the mask; without, a rollout hook's `env_mask` is one.
+            if local[0].tool_mask is not None and not self.tools:
                 output["env_mask"] = [row.tool_mask for row in local]
             for key in extra_keys:
                 output[key] = [row.extra.get(key) for row in local]

@@ -3,10 +3,11 @@ keep/drop decision and the rows each process trains on (its share of the batch a
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process.py --out DIR
 
-Three runs follow each other in the same process group: one with a reward that makes about half the groups
-degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, and the first
+Runs follow each other in the same process group: one with a reward that makes about half the groups
+degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
-history and skip decisions. Each
+history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
+refill from. Each
 rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
@@ -23,6 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import torch  # noqa: E402
 
 import trl_variants.dynamic_sampling.trainer as sampling_rounds  # noqa: E402
+from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
+    CountingEnvironment,
+    make_episode_reward,
+    tool_call_task,
+)
 from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward  # noqa: E402
 from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
@@ -47,7 +53,7 @@ def recording_select_groups(informative, batch_groups, fill):
 sampling_rounds.select_groups = recording_select_groups
 
 
-def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
+def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_overrides) -> None:
     decisions.clear()
     config = toy_config(
         DAPOConfig,
@@ -59,8 +65,9 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
         **config_overrides,
     )
     trainer = DAPOTrainer(
-        task.model, [reward], args=config, train_dataset=task.train_dataset, processing_class=task.tokenizer
-    )
+        task.model, [reward], args=config, train_dataset=train_dataset or task.train_dataset,
+        processing_class=task.tokenizer,
+    )  # fmt: skip
     batches, local_rows, loss_rows = [], [], []
     sample_informative = trainer._sample_informative_batch
     generate_and_score = trainer._generate_and_score_completions
@@ -123,6 +130,7 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
         if not trainer._skipping
         else {name: array.tolist() for name, array in trainer._skip_history.arrays().items()},
         "explore_p": getattr(trainer, "_explore_p", None),
+        "refill_state": trainer._refill_sampler.state_dict(),
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
             for entry in trainer.state.log_history
@@ -130,6 +138,37 @@ def run(name: str, reward, task, out_dir: Path, **config_overrides) -> None:
         ],
     }
     (out_dir / f"{name}_rank{record['rank']}.json").write_text(json.dumps(record))
+
+
+def run_environment(out_dir: Path) -> None:
+    """Tool calling in an environment: each rank resets and scores its own rollouts' episodes."""
+    decisions.clear()
+    model, tokenizer, dataset, bias = tool_call_task()
+    CountingEnvironment.log = []
+    scored = []
+    config = toy_config(
+        DAPOConfig, out_dir / "environment", per_device_train_batch_size=4, num_generations=NUM_GENERATIONS,
+        max_steps=2, max_completion_length=112, max_tool_calling_iterations=1, shuffle_dataset=False,
+        generation_kwargs={"sequence_bias": bias}, dynamic_sampling_max_rounds=MAX_ROUNDS,
+    )  # fmt: skip
+    trainer = DAPOTrainer(
+        model, [make_episode_reward(scored)], args=config, train_dataset=dataset, processing_class=tokenizer,
+        environment_factory=CountingEnvironment,
+    )  # fmt: skip
+    trainer.train()
+    record = {
+        "rank": trainer.accelerator.process_index,
+        "decisions": list(decisions),
+        "resets": len(CountingEnvironment.log),
+        "scored_episodes": [entry["episode"] for entry in scored],
+        "sees_observation": all(entry["sees_observation"] for entry in scored),
+        "logs": [
+            {k: v for k, v in entry.items() if k.startswith(("dynamic_sampling/", "tools/")) or k == "step"}
+            for entry in trainer.state.log_history
+            if "dynamic_sampling/rounds" in entry
+        ],
+    }
+    (out_dir / f"environment_rank{record['rank']}.json").write_text(json.dumps(record))
 
 
 def main() -> None:
@@ -151,6 +190,17 @@ def main() -> None:
         "posterior", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
         skip_degenerate_prompts=True, skip_predictor="posterior",
     )  # fmt: skip
+    # A stream: refills come from it, read by rank 0 and broadcast; then a stream of exactly one batch of prompts
+    # with an always-degenerate reward, which has nothing to refill from.
+    run(
+        "stream", HalfDegenerateReward(NUM_GENERATIONS), task, args.out,
+        train_dataset=task.train_dataset.to_iterable_dataset(), skip_degenerate_prompts=True,
+    )  # fmt: skip
+    run(
+        "stream_dry", ConstantReward(), task, args.out,
+        train_dataset=task.train_dataset.select(range(4)).to_iterable_dataset(), shuffle_dataset=False,
+    )  # fmt: skip
+    run_environment(args.out)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
