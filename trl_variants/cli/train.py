@@ -41,14 +41,14 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     except RewardLookupError as error:
         raise CliUsageError(str(error)) from None
 
-    check_model_source("--model_name_or_path", model_args.model_name_or_path, model_args.model_revision)
-    if script_args.reward_model_name_or_path:
-        check_model_source("--reward_model_name_or_path", script_args.reward_model_name_or_path)
-    task_rewards, eval_dataset = [], None
+    task_rewards, eval_dataset, source = [], None, None
     if script_args.reasoning_gym_task:
         source = reasoning_gym_training_source(script_args, training_args, dataset_args)
         train_dataset, task_rewards = source.dataset, [source.reward_func]
-    else:
+    check_model_source("--model_name_or_path", model_args.model_name_or_path, model_args.model_revision)
+    if script_args.reward_model_name_or_path:
+        check_model_source("--reward_model_name_or_path", script_args.reward_model_name_or_path)
+    if source is None:
         splits = load_splits(script_args, dataset_args)
         train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
         if training_args.eval_strategy != "no":

@@ -108,6 +108,7 @@ def _convert(source: Path, folder: Path, fingerprint: dict) -> None:
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{MODEL_NAME}-", dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
     try:
         progress = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()
