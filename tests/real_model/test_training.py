@@ -8,12 +8,13 @@ import os
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
 from trl_variants.rewards.overlong import SoftOverlongPunishment
 
 from ..ref_formulas import soft_overlong_punishment
+from ..reliability.test_resume import InterruptAtStep
 from ..test_model_card_quick_start import quick_start_code, run_snippet
 from .conftest import TINY_RUN
 
@@ -115,15 +116,6 @@ def test_dr_grpo_trains_saves_reloads_generates_and_its_card_runs(smollm2, arith
     code = quick_start_code((output_dir / "README.md").read_text(encoding="utf-8"))
     assert f'model="{output_dir}"' in code
     assert run_snippet(code.replace("max_new_tokens=128", "max_new_tokens=8"), tmp_path, monkeypatch).strip()
-
-
-class InterruptAtStep(TrainerCallback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt
 
 
 def test_resume_from_a_checkpoint_logs_the_uninterrupted_runs_losses(smollm2_path, arithmetic, tmp_path):

@@ -101,7 +101,7 @@ def print_real_report(result, out) -> None:
         print(f"  {name:<{width}}  {first:>6}  {second:>6}", file=out)
     print(
         f"\n  {result.variant}, seed {result.seed}, {result.steps} steps, {result.seconds_per_step:.0f} s per step, "
-        f"{result.threads} torch thread(s).\n  Printed on {result.machine}.",
+        f"{result.threads} torch thread(s); printed on {result.machine}.",
         file=out,
     )
     print(f"\nModel, model card and {LOG_FILE} are in {result.output_dir}/", file=out)

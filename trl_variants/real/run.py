@@ -17,6 +17,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
+from ..cli.demo_artifacts import json_scalar
 from ..machine import describe_machine
 from ..rewards.reasoning_gym_source import (
     ReasoningGymSource,
@@ -186,7 +187,7 @@ class RunLogCallback(TrainerCallback):
         elif "completions/mean_length" in logs:
             batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
             self.generated_tokens += logs["completions/mean_length"] * batch
-        record = {"step": state.global_step, **{key: _plain(value) for key, value in logs.items()}}
+        record = {"step": state.global_step, **{key: json_scalar(value) for key, value in logs.items()}}
         record[ELAPSED_KEY] = round(time.perf_counter() - self.started, 2)
         record[GENERATED_TOKENS_KEY] = self.generated_tokens
         if self.pending is not None:
@@ -196,10 +197,6 @@ class RunLogCallback(TrainerCallback):
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as log_file:
                 log_file.write(json.dumps(record) + "\n")
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
 
 
 def train_and_evaluate(
