@@ -70,7 +70,7 @@ GENERATED_TOKENS_KEY = "generated_tokens_total"
 @dataclass
 class RealRunResult:
     """What `train_and_evaluate` measured. `log`: one dict per logged step (TRL's metrics plus `elapsed_seconds`
-    since training started, `generated_tokens_total` and, on evaluation steps, `held_out_pass_rate`)."""
+    of training so far, held-out evaluations excluded, `generated_tokens_total` and, on evaluation steps, `held_out_pass_rate`)."""
 
     variant: str
     seed: int
@@ -161,8 +161,9 @@ def variant_config(variant: str, output_dir: str, seed: int, steps: int, overrid
 
 
 class RunLogCallback(TrainerCallback):
-    """Keeps every logged step with the seconds since training began and the completion tokens generated so far,
-    measures the held-out pass rate every `eval_every` steps, and appends each record to `log_path` as JSON."""
+    """Keeps every logged step with the seconds spent training so far (held-out evaluations excluded) and the
+    completion tokens generated so far, measures the held-out pass rate every `eval_every` steps, and appends each
+    record to `log_path` as JSON."""
 
     def __init__(self, measure=None, eval_every: int | None = None, log_path: str | os.PathLike | None = None):
         self.measure, self.eval_every = measure, eval_every
@@ -170,6 +171,7 @@ class RunLogCallback(TrainerCallback):
         self.records: list[dict] = []
         self.started = time.perf_counter()
         self.generated_tokens = 0.0
+        self.evaluation_seconds = 0.0
         self.pending: PassRate | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -178,6 +180,7 @@ class RunLogCallback(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.measure is not None and self.eval_every and state.global_step % self.eval_every == 0:
             self.pending = self.measure(model)
+            self.evaluation_seconds += self.pending.seconds
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:
@@ -188,7 +191,7 @@ class RunLogCallback(TrainerCallback):
             batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
             self.generated_tokens += logs["completions/mean_length"] * batch
         record = {"step": state.global_step, **{key: json_scalar(value) for key, value in logs.items()}}
-        record[ELAPSED_KEY] = round(time.perf_counter() - self.started, 2)
+        record[ELAPSED_KEY] = round(time.perf_counter() - self.started - self.evaluation_seconds, 2)
         record[GENERATED_TOKENS_KEY] = self.generated_tokens
         if self.pending is not None:
             record[HELD_OUT_KEY] = self.pending.pass_rate
