@@ -41,7 +41,7 @@ class JsonlLogCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or TRAIN_SUMMARY_KEY in logs or not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, **{key: _plain(value) for key, value in logs.items()}}
+        record = {"step": state.global_step, **{key: json_scalar(value) for key, value in logs.items()}}
         self.records.append(record)
         with self.path.open("a", encoding="utf-8") as log_file:
             log_file.write(json.dumps(record) + "\n")
@@ -128,7 +128,7 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return averaged
 
 
-def _plain(value):
+def json_scalar(value):
     """JSON-safe scalars: tensors and numpy numbers become floats, NaN becomes null."""
     if hasattr(value, "item"):
         value = value.item()

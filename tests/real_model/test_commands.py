@@ -1,0 +1,44 @@
+"""The command line on the real model: `trl-variants real-demo` end to end at a tiny size, and a training command
+on a reasoning-gym task."""
+
+import json
+
+from trl_variants.cli.main import main
+from trl_variants.real.run import TRAINING_DEFAULTS, VARIANT_DEFAULTS
+
+from .conftest import TINY_RUN
+
+
+def test_real_demo_prints_before_and_after_and_writes_its_folder(
+    smollm2_path, arithmetic, tmp_path, capsys, monkeypatch
+):
+    # The example's own batch, shrunk: the command's path is under test, not its training settings.
+    for key, value in TINY_RUN.items():
+        if key in ("per_device_train_batch_size", "num_generations", "max_completion_length"):
+            monkeypatch.setitem(TRAINING_DEFAULTS, key, value)
+    monkeypatch.setitem(VARIANT_DEFAULTS, "dapo", {"overlong_buffer_length": 6})
+    output_dir = tmp_path / "real-demo"
+    code = main(["real-demo", "--steps", "1", "--held_out_prompts", "2", "--samples_per_prompt", "1",
+                 "--output_dir", str(output_dir)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "held-out pass rate (2 prompts x 1)" in printed and "; printed on " in printed
+    summary = json.loads((output_dir / "real_demo_summary.json").read_text())
+    assert summary["before"]["prompts"] == 2 and summary["steps"] == 1 and summary["variant"] == "dapo"
+    assert summary["excluded_from_training"] > 0  # the held-out questions were removed from training
+    written = {path.name for path in output_dir.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "training_log.jsonl"} <= written
+
+
+def test_training_command_on_a_reasoning_gym_task(smollm2_path, arithmetic, tmp_path, capsys):
+    output_dir = tmp_path / "out"
+    code = main([
+        "dr-grpo", "--model_name_or_path", str(smollm2_path), "--reasoning_gym_task", "basic_arithmetic",
+        "--reasoning_gym_config", '{"min_terms": 2, "max_terms": 2, "max_digits": 1}', "--reasoning_gym_size", "16",
+        "--output_dir", str(output_dir), "--max_steps", "1", "--per_device_train_batch_size", "4",
+        "--num_generations", "2", "--max_completion_length", "8", "--use_cpu", "true", "--bf16", "false",
+        "--gradient_checkpointing", "false", "--report_to", "none", "--save_strategy", "no",
+    ])
+    assert code == 0
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert (output_dir / "model.safetensors").is_file() and "basic_arithmetic" in card
