@@ -37,15 +37,11 @@ SKIP_AND_CARRY = {"skip_degenerate_prompts": True, "dynamic_sampling_carry_surpl
 
 @dataclass
 class Settings:
-    """Everything the arms share; the method file fixes these values."""
+    """Everything the arms share; the method file fixes these values. The task, its config and the held-out seed
+    are the real-model example's (`trl_variants.real.run`)."""
 
-    task: str = "basic_arithmetic"
-    task_config: dict = field(default_factory=lambda: {
-        "min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"],
-    })  # fmt: skip
-    held_out_prompts: int = 64
-    held_out_seed: int = 1_000
-    train_prompts: int = 2_000
+    held_out_prompts: int = 40
+    train_size: int = 2_000
     train_seed: int = 0
     eval_samples: int = 8
     prompts_per_step: int = 8
@@ -56,7 +52,7 @@ class Settings:
     eval_every: int = 5
 
 
-SMOKE = Settings(held_out_prompts=4, train_prompts=64, eval_samples=2, prompts_per_step=2, num_generations=4,
+SMOKE = Settings(held_out_prompts=4, train_size=64, eval_samples=2, prompts_per_step=2, num_generations=4,
                  max_completion_length=16, max_steps=2, eval_every=1)
 
 
@@ -65,14 +61,11 @@ def result_path(results_dir: str, arm: str, seed: int) -> str:
 
 
 def build_task(settings: Settings):
-    """The held-out source and the training source, whose questions exclude every held-out question."""
-    from trl_variants.rewards.reasoning_gym_source import reasoning_gym_source
+    """The example's held-out set, and its training source without the held-out questions."""
+    from trl_variants.real.run import make_held_out, make_training_source
 
-    config = {key: tuple(value) if isinstance(value, list) else value for key, value in settings.task_config.items()}
-    held_out = reasoning_gym_source(settings.task, config, size=settings.held_out_prompts, seed=settings.held_out_seed)
-    train = reasoning_gym_source(settings.task, config, size=settings.train_prompts, seed=settings.train_seed,
-                                 exclude_questions=held_out.questions)
-    return held_out, train
+    held_out = make_held_out(prompts=settings.held_out_prompts)
+    return held_out, make_training_source(held_out, size=settings.train_size, seed=settings.train_seed)
 
 
 def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
@@ -120,6 +113,7 @@ def run(arm: str, seed: int, settings: Settings, results_dir: str, checkpoint: b
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from trl_variants.machine import describe_machine
+    from trl_variants.real.run import DEFAULT_TASK, DEFAULT_TASK_CONFIG, HELD_OUT_SEED
     from trl_variants.real.smollm2 import load_smollm2
 
     path = result_path(results_dir, arm, seed)
@@ -136,6 +130,7 @@ def run(arm: str, seed: int, settings: Settings, results_dir: str, checkpoint: b
     trainer_class, config = arm_trainer_and_config(arm, output_dir, shared_config(settings, seed, checkpoint))
     header = {"arm": arm, "seed": seed, "settings": asdict(settings), "machine": describe_machine(),
               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+              "task": DEFAULT_TASK, "task_config": DEFAULT_TASK_CONFIG, "held_out_seed": HELD_OUT_SEED,
               "train_prompts_after_exclusion": len(train.dataset), "excluded_from_training": train.excluded}
     recorder = Recorder(path, header, probe, held_out, tokenizer, settings, LOGGED, deadline,
                         previous=(previous, int(resume.rsplit("-", 1)[1])) if resume else None)
