@@ -41,14 +41,14 @@ class Settings:
     are the real-model example's (`trl_variants.real.run`)."""
 
     held_out_prompts: int = 40
-    train_size: int = 2_000
+    train_size: int = 1_000
     train_seed: int = 0
-    eval_samples: int = 8
-    prompts_per_step: int = 8
+    eval_samples: int = 4
+    prompts_per_step: int = 2
     num_generations: int = 8
     max_completion_length: int = 64
     learning_rate: float = 1e-5
-    max_steps: int = 60
+    max_steps: int = 20
     eval_every: int = 5
 
 

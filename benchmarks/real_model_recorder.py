@@ -1,8 +1,10 @@
 """The per-run instrument of the real-model benchmark: a trainer callback that evaluates the held-out pass rate every
 `eval_every` optimizer steps and writes the run's result file after each evaluation.
 
-A run's clocks: `train_seconds` counts optimizer steps only (generation, scoring, backward, update), never the
-evaluations, so arms are compared at equal training time whatever their evaluations cost.
+A run's clocks count optimizer steps only (generation, scoring, backward, update), never the evaluations:
+`train_seconds` in wall time and `train_cpu_seconds` in this process's CPU time. On a machine shared with other
+work the CPU time is the steadier measure of what a run cost (other processes stretch wall time, not it); with one
+torch thread per run the two agree on an idle machine.
 """
 
 import glob
@@ -20,7 +22,7 @@ from trl_variants.real.evaluation import sampled_pass_rate
 EVAL_SEED_BASE = 10_000
 # One value per evaluation.
 EVAL_SERIES = ("eval_steps", "accuracy", "always_right", "always_wrong", "eval_mean_length", "eval_truncated",
-               "eval_tokens", "eval_completions", "train_seconds")
+               "eval_tokens", "eval_completions", "train_seconds", "train_cpu_seconds")
 
 
 def read_result(path: str) -> dict | None:
@@ -57,8 +59,8 @@ class Recorder(TrainerCallback):
         self.settings, self.logged_keys, self.deadline = settings, logged_keys, deadline
         self.record = {**header, "complete": False, **{key: [] for key in EVAL_SERIES}, "step_seconds": [],
                        "logged": {}}
-        self.train_seconds = 0.0
-        self._step_started = None
+        self.train_seconds = self.train_cpu_seconds = 0.0
+        self._step_started = self._step_cpu_started = None
         # A GPU evaluates every sample in one batch; a CPU in batches of 64, which keeps memory flat.
         samples = len(held_out.dataset) * settings.eval_samples
         self.eval_batch_size = samples if torch.cuda.is_available() else 64
@@ -71,6 +73,7 @@ class Recorder(TrainerCallback):
         count = sum(evaluated <= step for evaluated in previous["eval_steps"])
         self.record = {key: value[:count] if key in EVAL_SERIES else value for key, value in previous.items()}
         self.train_seconds = self.record["train_seconds"][-1]
+        self.train_cpu_seconds = self.record["train_cpu_seconds"][-1]
         for generated_at, counts in previous["probe"].items():
             if int(generated_at) < step:
                 self.probe.per_step[int(generated_at)].update(counts)
@@ -81,11 +84,12 @@ class Recorder(TrainerCallback):
     # Training clock: optimizer steps only.
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._step_started = time.perf_counter()
+        self._step_started, self._step_cpu_started = time.perf_counter(), time.process_time()
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         seconds = time.perf_counter() - self._step_started
         self.train_seconds += seconds
+        self.train_cpu_seconds += time.process_time() - self._step_cpu_started
         self.record["step_seconds"].append(seconds)
         if state.global_step % self.settings.eval_every == 0 or state.global_step >= args.max_steps:
             self._evaluate(state, model)
@@ -124,6 +128,7 @@ class Recorder(TrainerCallback):
         record["eval_tokens"].append(sum(totals["tokens"]))
         record["eval_completions"].append(sum(totals["completions"]))
         record["train_seconds"].append(round(self.train_seconds, 2))
+        record["train_cpu_seconds"].append(round(self.train_cpu_seconds, 2))
         record["eval_seconds"] = result.seconds
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -42,7 +42,8 @@ def upto(run: dict, step: int) -> int:
 
 
 def accuracy_at(run: dict, axis: str, value: float, last_step: int) -> float:
-    """Held-out pass rate at `value` of `axis` ("eval_tokens" or "train_seconds"), linear between evaluations."""
+    """Held-out pass rate at `value` of `axis` ("eval_tokens" or "train_cpu_seconds"), linear between
+    evaluations."""
     count = upto(run, last_step)
     return float(numpy.interp(value, run[axis][:count], run["accuracy"][:count]))
 
@@ -146,9 +147,9 @@ def report(results_dir: str, output: str | None) -> str:
     by_arm = {arm: sorted((run for run in runs if run["arm"] == arm), key=lambda run: run["seed"]) for arm in arms}
     last = horizon(runs)
     tokens = min(run["eval_tokens"][upto(run, last) - 1] for run in runs)
-    seconds = min(run["train_seconds"][upto(run, last) - 1] for run in runs)
+    seconds = min(run["train_cpu_seconds"][upto(run, last) - 1] for run in runs)
     header = ["arm", "seeds", "step 0", f"step {last}", "mean over evaluations", f"at {tokens:.0f} tokens",
-              f"at {seconds:.0f} s", f"tokens to step {last}", f"seconds to step {last}",
+              f"at {seconds:.0f} CPU s", f"tokens to step {last}", f"CPU seconds to step {last}",
               "equal-score share of generated groups", "all right or all wrong",
               "generated completions / informative trained row"]
     rows = []
@@ -158,14 +159,14 @@ def report(results_dir: str, output: str | None) -> str:
                      t_interval(run["accuracy"][upto(run, last) - 1] for run in arm_runs).text(3),
                      t_interval(mean_accuracy(run, last) for run in arm_runs).text(3),
                      t_interval(accuracy_at(run, "eval_tokens", tokens, last) for run in arm_runs).text(3),
-                     t_interval(accuracy_at(run, "train_seconds", seconds, last) for run in arm_runs).text(3),
+                     t_interval(accuracy_at(run, "train_cpu_seconds", seconds, last) for run in arm_runs).text(3),
                      t_interval(run["eval_tokens"][upto(run, last) - 1] for run in arm_runs).text(0),
-                     t_interval(run["train_seconds"][upto(run, last) - 1] for run in arm_runs).text(0),
+                     t_interval(run["train_cpu_seconds"][upto(run, last) - 1] for run in arm_runs).text(0),
                      t_interval(degenerate_share(run, last) for run in arm_runs).text(3),
                      t_interval(degenerate_share(run, last, "all_right_or_wrong") for run in arm_runs).text(3),
                      t_interval(completions_per_informative_row(run, last) for run in arm_runs).text(2)])  # fmt: skip
     sections = [f"Horizon: step {last}, the last evaluation every run reached. Equal-budget points: {tokens:.0f} "
-                f"generated completion tokens and {seconds:.0f} s of training, the least any run reached by then.",
+                f"generated completion tokens and {seconds:.0f} CPU seconds of training, the least any run reached by then.",
                 "### Held-out pass rate per arm (mean over seeds [95% t-interval])\n\n" + markdown_table(header, rows)]
     steps = [step for step in by_arm[arms[0]][0]["eval_steps"] if step <= last]
     sections.append("### Held-out pass rate per optimizer step\n\n" + markdown_table(
@@ -188,8 +189,8 @@ def report(results_dir: str, output: str | None) -> str:
             cells.append((f"at {tokens:.0f} tokens", t_interval(
                 accuracy_at(run, "eval_tokens", tokens, last) - accuracy_at(base, "eval_tokens", tokens, last)
                 for run, base in paired)))
-            cells.append((f"at {seconds:.0f} s", t_interval(
-                accuracy_at(run, "train_seconds", seconds, last) - accuracy_at(base, "train_seconds", seconds, last)
+            cells.append((f"at {seconds:.0f} CPU s", t_interval(
+                accuracy_at(run, "train_cpu_seconds", seconds, last) - accuracy_at(base, "train_cpu_seconds", seconds, last)
                 for run, base in paired)))
             diff_header = ["arm", *(label for label, _ in cells)]
             diff_rows.append([ARMS[arm], *(interval.text(3) for _, interval in cells)])
@@ -215,7 +216,7 @@ def plot(by_arm: dict, last: int, path: str) -> None:
 
     figure, axes = plt.subplots(2, 2, figsize=(11, 8))
     panels = [("eval_steps", "optimizer step"), ("eval_tokens", "generated completion tokens"),
-              ("train_seconds", "training seconds")]
+              ("train_cpu_seconds", "training CPU seconds")]
     for arm, arm_runs in by_arm.items():
         for (axis, label), panel in zip(panels, axes.flat, strict=False):
             count = min(upto(run, last) for run in arm_runs)

@@ -24,7 +24,7 @@ def make_run(arm, seed, accuracy, tokens_per_step=100, seconds_per_step=2.0, eva
     return {
         "arm": arm, "seed": seed, "settings": {"num_generations": 8, "eval_every": eval_every},
         "eval_steps": steps, "accuracy": accuracy, "eval_tokens": [tokens_per_step * step for step in steps],
-        "train_seconds": [seconds_per_step * step for step in steps], "probe": probe,
+        "train_cpu_seconds": [seconds_per_step * step for step in steps], "probe": probe,
         "logged": {"dynamic_sampling/kept_groups": {str(step): kept_groups for step in range(1, last + 1)}},
     }  # fmt: skip
 
