@@ -18,6 +18,7 @@ from real_model_benchmark import ARMS
 from stats import t_interval
 
 BASELINE, CANDIDATE, REFERENCE = "dapo", "dapo_skip_carry", "grpo"
+SEEDS_FOR_DECISION = 3
 DYNAMIC_SAMPLING_ARMS = ("dapo", "dapo_skip_carry")
 
 
@@ -104,11 +105,15 @@ def decision(runs_by_arm: dict, last_step: int, tokens: float) -> tuple[bool, li
     gains = [run["accuracy"][upto(run, last_step) - 1] - run["accuracy"][0] for run in reference]
     spread = statistics.stdev(final) if len(final) > 1 else math.nan
     valid = len(gains) > 1 and statistics.fmean(gains) > 2 * spread
+    if not gains:
+        return False, [f"No decision yet: no {REFERENCE} run."]
     reasons.append(f"Validity: GRPO's held-out gain by step {last_step} is {statistics.fmean(gains):.3f} against a "
                    f"seed-to-seed spread (SD) of {spread:.3f} at that step: "
                    f"{'more' if valid else 'not more'} than twice the spread.")
-    if BASELINE not in runs_by_arm or CANDIDATE not in runs_by_arm:
-        return False, [*reasons, f"Both {BASELINE} and {CANDIDATE} are needed for the decision."]
+    seeds = {arm: len(runs_by_arm.get(arm, [])) for arm in (REFERENCE, BASELINE, CANDIDATE)}
+    if min(seeds.values()) < SEEDS_FOR_DECISION:
+        return False, [*reasons, f"No decision yet: the rule needs {SEEDS_FOR_DECISION} seeds of {', '.join(seeds)}; "
+                       f"the results hold {', '.join(f'{count} of {arm}' for arm, count in seeds.items())}."]
     paired = paired_runs(runs_by_arm, CANDIDATE, last_step)
     at_tokens = t_interval(accuracy_at(run, "eval_tokens", tokens, last_step)
                            - accuracy_at(base, "eval_tokens", tokens, last_step) for run, base in paired)
@@ -165,7 +170,9 @@ def report(results_dir: str, output: str | None) -> str:
                      t_interval(degenerate_share(run, last) for run in arm_runs).text(3),
                      t_interval(degenerate_share(run, last, "all_right_or_wrong") for run in arm_runs).text(3),
                      t_interval(completions_per_informative_row(run, last) for run in arm_runs).text(2)])  # fmt: skip
-    sections = [f"Horizon: step {last}, the last evaluation every run reached. Equal-budget points: {tokens:.0f} "
+    covered = ", ".join(f"{arm} ({len(arm_runs)} seed{'s' if len(arm_runs) > 1 else ''})"
+                        for arm, arm_runs in by_arm.items())
+    sections = [f"Runs: {covered}. Horizon: step {last}, the last evaluation every run reached. Equal-budget points: {tokens:.0f} "
                 f"generated completion tokens and {seconds:.0f} CPU seconds of training, the least any run reached by then.",
                 "### Held-out pass rate per arm (mean over seeds [95% t-interval])\n\n" + markdown_table(header, rows)]
     steps = [step for step in by_arm[arms[0]][0]["eval_steps"] if step <= last]

@@ -89,3 +89,10 @@ def test_decision_is_inconclusive_when_grpo_does_not_rise_beyond_its_seed_spread
     turn_on, reasons = decide(report_module, [0.52, 0.63], grpo_finals=(0.2, 0.3, 0.4))
     assert not turn_on
     assert "not more than twice the spread" in reasons[0]
+
+
+def test_no_decision_before_every_seed_of_the_compared_arms_is_in(report_module):
+    by_arm = {arm: [make_run(arm, 0, [0.2, 0.5, 0.6])] for arm in ("grpo", "dapo", "dapo_skip_carry")}
+    turn_on, reasons = report_module.decision(by_arm, 10, 500)
+    assert not turn_on
+    assert reasons[-1].startswith("No decision yet: the rule needs 3 seeds")
