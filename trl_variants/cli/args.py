@@ -10,18 +10,11 @@ import argparse
 import functools
 import re
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import yaml
 from transformers import TrainingArguments
-from trl import (
-    DatasetMixtureConfig,
-    GRPOConfig,
-    GRPOTrainer,
-    ModelConfig,
-    ScriptArguments,
-    TrlParser,
-)
+from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
 from ..dapo.config import DAPOConfig
 from ..dapo.trainer import DAPOTrainer
@@ -30,6 +23,7 @@ from ..dr_grpo.trainer import DrGRPOTrainer
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.registry import accepted_names_text
 from .common import ACCELERATE_CONFIG_FLAG, HELP_WIDTH, VARIANT_COMMANDS, CliUsageError
+from .script_args import VariantScriptArguments
 
 
 @dataclass(frozen=True)
@@ -51,63 +45,6 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 assert tuple(VARIANTS) == VARIANT_COMMANDS, "common.VARIANT_COMMANDS must list the same commands"
-
-
-@dataclass
-class VariantScriptArguments(ScriptArguments):
-    """
-    Script arguments of `trl-variants dapo|dr-grpo|grpo`: TRL's `ScriptArguments` (dataset_name, dataset_config,
-    dataset_train_split, dataset_test_split, ...) plus the reward functions and a light column mapping so public
-    datasets can be used without a preprocessing script.
-
-    Args:
-        reward_funcs (`list[str]`, *optional*):
-            Reward functions by name: `dapo_accuracy`, `accuracy_reward`, `reasoning_accuracy_reward`,
-            `think_format_reward`, or a dotted import path. DAPO's soft overlong punishment is set with
-            `--overlong_buffer_length` instead.
-        reward_model_name_or_path (`str`, *optional*):
-            A sequence-classification reward model, added before the reward functions.
-        prompt_column (`str`, defaults to `"prompt"`):
-            Dataset column holding the prompts; copied to `prompt` (the original column stays).
-        solution_column (`str`, *optional*):
-            Dataset column holding the gold answers; copied to `solution`, which the accuracy rewards read.
-        system_prompt (`str`, *optional*):
-            When set, each plain-text prompt becomes a conversation: this system message, then the prompt as the
-            user message, so the model's chat template is applied.
-        dataset_filter (`list[str]`, *optional*):
-            Keep only rows matching `column=value` entries; entries on the same column are alternatives, e.g.
-            `level=Level 4 level=Level 5`.
-    """
-
-    reward_funcs: list[str] | None = field(
-        default=None,
-        metadata={"help": f"Reward functions by name: {accepted_names_text()}."},
-    )
-    reward_model_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "A sequence-classification reward model (Hub id or local path), used before reward_funcs."},
-    )
-    prompt_column: str = field(
-        default="prompt",
-        metadata={"help": "Dataset column holding the prompts; it is copied to `prompt`."},
-    )
-    solution_column: str | None = field(
-        default=None,
-        metadata={"help": "Dataset column holding the gold answers; it is copied to `solution`."},
-    )
-    system_prompt: str | None = field(
-        default=None,
-        metadata={
-            "help": "When set, plain-text prompts become [system, user] conversations so the chat template applies."
-        },
-    )
-    dataset_filter: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "Keep rows matching column=value entries; entries on one column are alternatives, e.g. "
-            "'level=Level 4' 'level=Level 5'."
-        },
-    )
 
 
 # argparse reads "-1" and "-0.5" as values but "-1e-6" as an option; this also matches scientific notation.
@@ -334,8 +271,10 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
     cli_keys = set(_option_names(cli_remaining))
     if model_args.model_name_or_path is None:
         raise CliUsageError("model_name_or_path is required: pass --model_name_or_path or set it in the recipe.")
-    if not script_args.reward_funcs and not script_args.reward_model_name_or_path:
-        raise CliUsageError(f"no reward: pass --reward_funcs with one or more of {accepted_names_text()}.")
+    if not (script_args.reward_funcs or script_args.reward_model_name_or_path or script_args.reasoning_gym_task):
+        raise CliUsageError(
+            f"no reward: pass --reward_funcs with one or more of {accepted_names_text()} (or --reasoning_gym_task)."
+        )
     recipe_launch_args = [
         item
         for key, value in recipe_pairs

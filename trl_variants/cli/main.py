@@ -1,6 +1,7 @@
 """The `trl-variants` command.
 
     trl-variants demo                                    # offline CPU demo: the toy policy learns with DAPO
+    trl-variants real-demo                               # SmolLM2-135M-Instruct learns a reasoning-gym task
     trl-variants dapo --config examples/recipes/dapo_qwen2.5_7b.yaml
     trl-variants dr-grpo --model_name_or_path Qwen/Qwen2.5-Math-1.5B --dataset_name ... --reward_funcs accuracy_reward
     trl-variants grpo ...                                # TRL's GRPO through the same launcher, as a baseline
@@ -14,10 +15,11 @@ import sys
 
 from .common import VARIANT_COMMANDS, CliUsageError
 
-USAGE = """usage: trl-variants {demo,dapo,dr-grpo,grpo} [options]
+USAGE = """usage: trl-variants {demo,real-demo,dapo,dr-grpo,grpo} [options]
 
 commands:
   demo      offline CPU demo: trains a tiny policy with DAPO and shows its held-out accuracy before and after
+  real-demo offline CPU example: trains SmolLM2-135M-Instruct on a reasoning-gym task (about 20 minutes)
   dapo      train with DAPOTrainer (DAPOConfig flags, TRL's ModelConfig and dataset flags)
   dr-grpo   train with DrGRPOTrainer (DrGRPOConfig flags)
   grpo      train with TRL's GRPOTrainer, the baseline, through the same launcher
@@ -42,8 +44,14 @@ def main(argv: list[str] | None = None) -> int:
             from .demo_command import demo_main
 
             return demo_main(options)
+        if command == "real-demo":
+            from .real_demo_command import real_demo_main
+
+            return real_demo_main(options)
         if command not in VARIANT_COMMANDS:
-            raise CliUsageError(f"unknown command {command!r}; choose one of demo, {', '.join(VARIANT_COMMANDS)}.")
+            raise CliUsageError(
+                f"unknown command {command!r}; choose one of demo, real-demo, {', '.join(VARIANT_COMMANDS)}."
+            )
         return run_variant_command(command, options)
     except CliUsageError as error:
         print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)

@@ -14,6 +14,7 @@ from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_ca
 from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from .args import CliUsageError, ParsedCommand, Variant
+from .reasoning_gym_data import reasoning_gym_training_source
 from .sources import (
     check_chat_template,
     check_dataset_source,
@@ -43,11 +44,15 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     check_model_source("--model_name_or_path", model_args.model_name_or_path, model_args.model_revision)
     if script_args.reward_model_name_or_path:
         check_model_source("--reward_model_name_or_path", script_args.reward_model_name_or_path)
-    splits = load_splits(script_args, dataset_args)
-    train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
-    eval_dataset = None
-    if training_args.eval_strategy != "no":
-        eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
+    task_rewards, eval_dataset = [], None
+    if script_args.reasoning_gym_task:
+        source = reasoning_gym_training_source(script_args, training_args, dataset_args)
+        train_dataset, task_rewards = source.dataset, [source.reward_func]
+    else:
+        splits = load_splits(script_args, dataset_args)
+        train_dataset = prepare_split(splits, script_args.dataset_train_split, script_args, role="train")
+        if training_args.eval_strategy != "no":
+            eval_dataset = prepare_split(splits, script_args.dataset_test_split, script_args, role="test")
     splits_to_check = [(script_args.dataset_train_split, train_dataset), (script_args.dataset_test_split, eval_dataset)]
     for split, dataset in splits_to_check:
         problems = [] if dataset is None else prompt_type_problems(dataset, f"split {split!r} of the dataset:")
@@ -67,7 +72,7 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
             reason="--system_prompt" if script_args.system_prompt else "the dataset's conversational prompts",
         )
 
-    reward_funcs = [spec.func for spec in reward_specs]
+    reward_funcs = [*task_rewards, *(spec.func for spec in reward_specs)]
     if script_args.reward_model_name_or_path:
         reward_funcs.insert(0, script_args.reward_model_name_or_path)
 
@@ -95,7 +100,7 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     # top-level model that looks final.
     trainer.save_model(training_args.output_dir)
     if isinstance(trainer, VariantModelCardMixin):
-        trainer.create_model_card(dataset_name=script_args.dataset_name)
+        trainer.create_model_card(dataset_name=dataset_title(script_args))
     else:  # TRL's own GRPOTrainer, the baseline
         title = os.path.basename(os.path.normpath(training_args.output_dir))
         trainer.create_model_card(model_name=title, dataset_name=hub_dataset_name(script_args))
@@ -108,6 +113,12 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
     if hasattr(trainer, "end"):
         trainer.end()
+
+
+def dataset_title(script_args) -> str | None:
+    if script_args.reasoning_gym_task:
+        return f"reasoning-gym {script_args.reasoning_gym_task}"
+    return script_args.dataset_name
 
 
 def hub_dataset_name(script_args) -> str | None:

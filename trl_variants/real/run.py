@@ -18,7 +18,12 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
 from ..machine import describe_machine
-from ..rewards.reasoning_gym_source import ReasoningGymSource, distinct_questions, reasoning_gym_source
+from ..rewards.reasoning_gym_source import (
+    ReasoningGymSource,
+    distinct_questions,
+    reasoning_gym_source,
+    worked_example,
+)
 from .evaluation import PassRate, sampled_pass_rate
 from .smollm2 import load_smollm2
 
@@ -39,12 +44,12 @@ HELD_OUT_SEED = 10_000
 # questions, of which the held-out set takes 40.
 DEFAULT_TRAIN_SIZE = 1000
 
-# 2 prompts x 8 completions of at most 64 tokens per step. lr 1e-5 for a full fine-tune of 135M parameters;
+# 2 prompts x 8 completions of at most 32 tokens per step (after the worked example the model answers in about 13). lr 1e-5 for a full fine-tune of 135M parameters;
 # gradient checkpointing off, since recomputing activations only saves memory that a 135M model does not need.
 TRAINING_DEFAULTS = {
     "per_device_train_batch_size": 16,
     "num_generations": 8,
-    "max_completion_length": 64,
+    "max_completion_length": 32,
     "learning_rate": 1e-5,
     "temperature": 1.0,
     "beta": 0.0,
@@ -54,8 +59,8 @@ TRAINING_DEFAULTS = {
     "report_to": [],
     "disable_tqdm": True,
 }
-# DAPO's soft overlong punishment over the last 16 of the 64 tokens: answers need far fewer.
-VARIANT_DEFAULTS = {"dapo": {"overlong_buffer_length": 16}, "dr-grpo": {}, "grpo": {}}
+# DAPO's soft overlong punishment over the last 8 of the 32 tokens: answers need far fewer.
+VARIANT_DEFAULTS = {"dapo": {"overlong_buffer_length": 8}, "dr-grpo": {}, "grpo": {}}
 HELD_OUT_KEY = "held_out_pass_rate"
 ELAPSED_KEY = "elapsed_seconds"
 GENERATED_TOKENS_KEY = "generated_tokens_total"
@@ -83,12 +88,25 @@ class RealRunResult:
     output_dir: str | None = None
 
 
+def task_example(task: str = DEFAULT_TASK, task_config: dict | None = None) -> dict:
+    """The worked example shown before every question (`reasoning_gym_source`'s `example`): reasoning-gym's entry
+    drawn with `EXAMPLE_SEED`, answered as `<expression> = <answer>` then `Answer: <answer>` where the task records
+    the expression (the arithmetic tasks), else as `Answer: <answer>`."""
+    example = worked_example(task, _task_config(task, task_config))
+    expression = example.get("metadata", {}).get("expression")
+    if expression is not None:
+        example["reply"] = f"{expression} = {example['answer']}\nAnswer: {example['answer']}"
+    return example
+
+
 def make_held_out(
     task: str = DEFAULT_TASK, task_config: dict | None = None, prompts: int = 40, seed: int = HELD_OUT_SEED
 ) -> ReasoningGymSource:
     """`prompts` distinct questions of `task`, drawn with `seed`: the held-out set."""
     config = _task_config(task, task_config)
-    source = reasoning_gym_source(task, config, size=max(4 * prompts, 200), seed=seed)
+    source = reasoning_gym_source(
+        task, config, size=max(4 * prompts, 200), seed=seed, example=task_example(task, task_config)
+    )
     held_out = distinct_questions(source, prompts)
     if len(held_out.dataset) < prompts:
         raise ValueError(
@@ -107,7 +125,12 @@ def make_training_source(
 ) -> ReasoningGymSource:
     """`size` entries of `task` drawn with `seed`, without the held-out set's questions."""
     return reasoning_gym_source(
-        task, _task_config(task, task_config), size=size, seed=seed, exclude_questions=held_out.questions
+        task,
+        _task_config(task, task_config),
+        size=size,
+        seed=seed,
+        exclude_questions=held_out.questions,
+        example=task_example(task, task_config),
     )
 
 

@@ -107,6 +107,9 @@ FIELD_RANGES: dict[str, Range] = {
     "seed": Range(low=0, high=2**32 - 1, integer=True),
     "data_seed": Range(low=0, high=2**32 - 1, integer=True, optional=True),
     "dataloader_num_workers": count(0),
+    # trl-variants' script arguments: a reasoning-gym task as the dataset.
+    "reasoning_gym_size": count(),
+    "reasoning_gym_seed": Range(low=0, high=2**32 - 1, integer=True),
     # TRL GRPOConfig: generation.
     "num_generations": count(2, why="group-relative advantages need two completions per prompt"),
     "num_generations_eval": count(1, optional=True),

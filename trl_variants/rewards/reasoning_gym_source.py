@@ -25,6 +25,8 @@ from typing import Any
 
 ANSWER_INSTRUCTION = "Give the final answer on the last line as 'Answer: <answer>'."
 INDEX_COLUMN = "reasoning_gym_index"
+# The seed of `worked_example`'s entry, apart from the seeds training and evaluation sets are usually drawn with.
+EXAMPLE_SEED = 2**31 - 1
 INSTALL_HINT = 'pip install ".[reasoning-gym]" (or pip install reasoning-gym)'
 
 _ANSWER_LINE = re.compile(r"answer\s*:\s*(?P<answer>[^\n]*)", re.IGNORECASE)
@@ -163,6 +165,7 @@ def reasoning_gym_source(
     instruction: str | None = ANSWER_INSTRUCTION,
     system_prompt: str | None = None,
     exclude_questions: Iterable[str] = (),
+    example: dict | None = None,
 ) -> ReasoningGymSource:
     """A TRL conversational dataset and its reward function from a reasoning-gym task.
 
@@ -170,7 +173,10 @@ def reasoning_gym_source(
     dataset object (then `config`, `size` and `seed` must stay at their defaults). `instruction`: appended to
     each question on a new line (`None`: the question alone). `system_prompt`: a system message before it (`None`:
     none, and the chat template adds its default if it has one). `exclude_questions`:
-    questions whose entries are left out (counted in `excluded`).
+    questions whose entries are left out (counted in `excluded`). `example`: an entry (`question`, `answer`, optionally
+    `reply`) shown before each question as a worked exchange: the question with the instruction, then `reply`
+    (default `Answer: <answer>`) as the assistant's message. Small models follow the answer format far more often
+    after one. Its question is left out of the dataset (see `worked_example`).
     """
     from datasets import Dataset
 
@@ -189,7 +195,7 @@ def reasoning_gym_source(
             f"reasoning_gym_source: task must be a reasoning-gym task name or dataset object (with score_answer), "
             f"got {type(task).__name__}."
         )
-    excluded_questions = set(exclude_questions)
+    excluded_questions = set(exclude_questions) | ({example["question"]} if example is not None else set())
     entries, rows, excluded = {}, [], 0
     for index in range(len(procedural)):
         entry = procedural[index]
@@ -197,7 +203,7 @@ def reasoning_gym_source(
             excluded += 1
             continue
         entries[index] = entry
-        rows.append(_row(entry, index, instruction, system_prompt))
+        rows.append(_row(entry, index, instruction, system_prompt, example))
     if not rows:
         raise ReasoningGymError(
             f"reasoning-gym task {name!r}: all {len(procedural)} generated entries were excluded as evaluation "
@@ -213,12 +219,25 @@ def reasoning_gym_source(
     )
 
 
-def _row(entry: dict, index: int, instruction: str | None, system_prompt: str | None) -> dict:
-    question = entry["question"] if instruction is None else f"{entry['question']}\n{instruction}"
-    messages = [{"role": "user", "content": question}]
+def _user_message(question: str, instruction: str | None) -> dict:
+    return {"role": "user", "content": question if instruction is None else f"{question}\n{instruction}"}
+
+
+def _row(entry: dict, index: int, instruction: str | None, system_prompt: str | None, example: dict | None) -> dict:
+    messages = [_user_message(entry["question"], instruction)]
+    if example is not None:
+        messages[:0] = [
+            _user_message(example["question"], instruction),
+            {"role": "assistant", "content": example.get("reply", f"Answer: {example['answer']}")},
+        ]
     if system_prompt is not None:
         messages.insert(0, {"role": "system", "content": system_prompt})
     return {"prompt": messages, "question": entry["question"], "answer": str(entry["answer"]), INDEX_COLUMN: index}
+
+
+def worked_example(task: str, config: dict | None = None, seed: int = EXAMPLE_SEED) -> dict:
+    """The first entry of `task` drawn with `seed`: the worked example shown before each question."""
+    return make_procedural_dataset(task, config, size=1, seed=seed)[0]
 
 
 def distinct_questions(source: ReasoningGymSource, limit: int) -> ReasoningGymSource:

