@@ -46,7 +46,7 @@ class Settings:
     eval_samples: int = 4
     prompts_per_step: int = 2
     num_generations: int = 8
-    max_completion_length: int = 64
+    max_completion_length: int = 32
     learning_rate: float = 1e-5
     max_steps: int = 20
     eval_every: int = 5
