@@ -11,6 +11,9 @@ from collections import defaultdict
 
 from stats import count_group_outcomes
 
+# DAPOConfig's default `dynamic_sampling_tolerance`: a group this flat has no signal for dynamic sampling either.
+EQUAL_SCORE_TOLERANCE = 1e-6
+
 
 class OutcomeProbe:
     """Wraps a +1/-1 accuracy reward; per optimizer step (TRL's `trainer_state.global_step` at the call, i.e. the
@@ -19,14 +22,18 @@ class OutcomeProbe:
     - `tokens`, `completions`: completion tokens and completions generated (prompt tokens are not counted);
     - `correct_tokens`/`correct`, `wrong_tokens`/`wrong`: the same split by the reward's verdict (> 0 is right);
     - `groups`, `all_correct`, `all_wrong`: groups of `num_generations` consecutive completions of one prompt, and
-      those whose completions were all right or all wrong by this reward (the soft overlong punishment is ignored).
+      those whose completions were all right or all wrong by this reward (the soft overlong punishment is ignored);
+    - `equal_score_groups`: groups whose rewards are all equal (zero advantage for every completion), which differ
+      from the all-right or all-wrong groups where the reward gives partial credit.
+
+    `passed(reward)` says whether a completion is right: `reward > 0` by default (a +1/-1 or 0/1 reward).
     """
 
     FIELDS = ("tokens", "completions", "correct_tokens", "correct", "wrong_tokens", "wrong", "groups", "all_correct",
-              "all_wrong")
+              "all_wrong", "equal_score_groups")
 
-    def __init__(self, reward_func, num_generations: int):
-        self.num_generations = num_generations
+    def __init__(self, reward_func, num_generations: int, passed=lambda reward: reward > 0):
+        self.num_generations, self.passed = num_generations, passed
         self.per_step: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(self.FIELDS, 0))
 
         @functools.wraps(reward_func)  # keeps `__name__`, so TRL's `rewards/<name>/mean` metrics keep their names
@@ -39,7 +46,7 @@ class OutcomeProbe:
         self.reward_func = recorded
 
     def record(self, step: int, prompts, completion_ids, rewards) -> None:
-        correct = [reward is not None and reward > 0 for reward in rewards]
+        correct = [reward is not None and self.passed(reward) for reward in rewards]
         row = self.per_step[step]
         for ids, right in zip(completion_ids, correct, strict=True):
             row["tokens"] += len(ids)
@@ -50,6 +57,9 @@ class OutcomeProbe:
         row["groups"] += outcomes.groups
         row["all_correct"] += outcomes.all_correct
         row["all_wrong"] += outcomes.all_wrong
+        for start in range(0, len(rewards), self.num_generations):
+            group = [reward for reward in rewards[start : start + self.num_generations] if reward is not None]
+            row["equal_score_groups"] += bool(group) and max(group) - min(group) <= EQUAL_SCORE_TOLERANCE
 
     def series(self, num_steps: int) -> dict[str, list[int]]:
         """One list per field, indexed by optimizer step 0..num_steps-1 (0 where a step generated nothing)."""
