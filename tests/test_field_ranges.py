@@ -7,6 +7,7 @@ import pytest
 from trl import GRPOConfig, ModelConfig
 
 from trl_variants import DAPOConfig, DrGRPOConfig
+from trl_variants.cli.script_args import VariantScriptArguments
 from trl_variants.reliability.field_ranges import FIELD_RANGES, Range, first_range_problem, range_problem
 
 CPU = {"use_cpu": True, "bf16": False, "report_to": []}
@@ -44,7 +45,8 @@ def test_first_problem_is_reported_for_any_object_with_the_fields():
     assert first_range_problem(Values()) == "temperature=0.0 is not allowed; expected > 0."
 
 
-CONFIG_CLASSES = (DAPOConfig, DrGRPOConfig, GRPOConfig, ModelConfig)
+# The command line's own arguments (`--reasoning_gym_size`, ...) are checked by the same ranges.
+CONFIG_CLASSES = (DAPOConfig, DrGRPOConfig, GRPOConfig, ModelConfig, VariantScriptArguments)
 
 
 def test_every_listed_field_is_a_field_of_a_config_and_its_defaults_are_allowed():

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 from trl_variants.cli.demo import DEMO_TASK
+from trl_variants.real.run import DEFAULT_TASK_CONFIG
 from trl_variants.toy import make_toy_task
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
@@ -17,6 +18,10 @@ def test_readme_states_the_operand_ranges_the_code_uses():
 
 
 def test_readme_names_no_digit_count_the_code_does_not_use():
+    toy_part, real_part = README.split("## A real model on a real task")
     # Operands up to 19 are neither one-digit nor two-digit numbers throughout; only the default task is one-digit.
-    digit_words = re.findall(r"\b(\w+)-digit\b", README)
+    digit_words = re.findall(r"\b(\w+)-digit\b", toy_part)
     assert digit_words == ["one"] and inspect.signature(make_toy_task).parameters["max_operand"].default == 9
+    # The real-model example's reasoning-gym task: terms of exactly one digit.
+    assert re.findall(r"\b(\w+)-digit\b", real_part) == ["one"]
+    assert DEFAULT_TASK_CONFIG["min_digits"] == DEFAULT_TASK_CONFIG["max_digits"] == 1
