@@ -39,7 +39,8 @@ PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
 STEPS = 3
 MAX_ROUNDS = 3
 
-# Every `select_groups` decision of this process, appended by the wrapper below.
+# Every `select_groups` decision of this process (on the per-share flags, `shares.share_flags`), appended by the
+# wrapper below.
 decisions: list[dict] = []
 _select_groups = sampling_rounds.select_groups
 
@@ -51,6 +52,19 @@ def recording_select_groups(informative, batch_groups, fill):
 
 
 sampling_rounds.select_groups = recording_select_groups
+
+# What phase 2 hands TRL as the batch's rewards: the gather of each rank's trained rows' rewards.
+gathered_rewards: list[list] = []
+_gather = sampling_rounds.gather
+
+
+def recording_gather(tensor):
+    gathered = _gather(tensor)
+    gathered_rewards.append(gathered.tolist())
+    return gathered
+
+
+sampling_rounds.gather = recording_gather
 
 
 def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_overrides) -> None:
@@ -79,16 +93,14 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_ove
             {
                 "prompts": [row.row["prompt"] for row in batch.local],
                 "completion_ids": [row.completion_ids for row in batch.local],
-                "rewards": batch.rewards.view(trainer.accelerator.num_processes, len(batch.local), -1)[
-                    trainer.accelerator.process_index
-                ].tolist(),
-                "batch_rewards": batch.rewards.tolist(),
+                "rewards": [row.rewards.tolist() for row in batch.local],
             }
         )
         return batch
 
     def recording_generate_and_score(inputs):
         output = generate_and_score(inputs)
+        batches[-1]["batch_rewards"] = gathered_rewards.pop()
         local_rows.append(
             {
                 "rows": int(output["prompt_ids"].shape[0]),
