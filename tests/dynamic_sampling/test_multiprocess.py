@@ -34,8 +34,11 @@ def two_process_records(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process")
     run_two_processes(SCRIPT, out_dir, LAUNCH_TIMEOUT_S)
     return {
-        run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
-        for run in (*RUNS, "environment")
+        **{
+            run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
+            for run in (*RUNS, "environment")
+        },
+        "dir": str(out_dir),
     }
 
 
@@ -149,3 +152,11 @@ def test_each_rank_resets_and_scores_its_own_rollouts_once(two_process_records):
         assert sorted(rank["scored_episodes"]) == list(range(rank["resets"]))
         assert rank["sees_observation"]
     assert all("tools/call_frequency" in entry for entry in first["logs"])
+
+
+def test_groups_split_over_processes_are_refused_on_every_rank(two_process_records):
+    for rank in range(NUM_PROCESSES):
+        error = json.loads((Path(two_process_records["dir"]) / f"split_groups_rank{rank}.json").read_text())["error"]
+        assert error is not None
+        assert "per_device_train_batch_size * steps_per_generation = 2 * 1 = 2" in error
+        assert "multiple of num_generations=4" in error

@@ -183,6 +183,22 @@ def run_environment(out_dir: Path) -> None:
     (out_dir / f"environment_rank{record['rank']}.json").write_text(json.dumps(record))
 
 
+def record_split_group_refusal(task, out_dir: Path) -> None:
+    """Two rows per process and groups of four: a group would straddle the processes, which is refused."""
+    config = toy_config(
+        DAPOConfig, out_dir / "split_groups", per_device_train_batch_size=2, num_generations=NUM_GENERATIONS,
+        max_steps=1,
+    )  # fmt: skip
+    try:
+        DAPOTrainer(task.model, [ConstantReward()], args=config, train_dataset=task.train_dataset,
+                    processing_class=task.tokenizer)  # fmt: skip
+        message = None
+    except ValueError as error:
+        message = str(error)
+    rank = torch.distributed.get_rank()
+    (out_dir / f"split_groups_rank{rank}.json").write_text(json.dumps({"error": message}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=Path)
@@ -213,6 +229,7 @@ def main() -> None:
         train_dataset=task.train_dataset.select(range(4)).to_iterable_dataset(), shuffle_dataset=False,
     )  # fmt: skip
     run_environment(args.out)
+    record_split_group_refusal(task, args.out)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
