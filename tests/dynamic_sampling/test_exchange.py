@@ -190,7 +190,7 @@ def test_call_order_gives_each_process_its_share_of_every_segment():
 
 def row(name, reward=0.0):
     return GeneratedRow(row={"prompt": name}, prompt_ids=[1], completion_ids=[2], tool_mask=None, logprobs=None,
-                        rewards=torch.tensor([reward]))  # fmt: skip
+                        rewards=[reward])  # fmt: skip
 
 
 def simulate(carried_by_rank, pools, trained, surplus, group_size, rows_per_process):
@@ -259,7 +259,7 @@ def test_placement_gives_each_rank_whole_groups_and_carries_surplus_to_its_train
     trained_rows = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
     # Nothing trained had to move: each rank trains whole groups it holds.
     assert trained_rows == [["g0r0", "g0r1", "g1r0", "g1r1"], ["c0r0", "c0r1", "g4r0", "g4r1"]]
-    rewards = [[r.rewards.item() for r in batch.local] for batch, _ in results]
+    rewards = [[r.rewards[0] for r in batch.local] for batch, _ in results]
     assert rewards == [[0, 1, 2, 3], [100, 101, 8, 9]]
     assert all(batch.has_carried for batch, _ in results)
     # The surplus: g2 (process 0's) and g5 (process 1's) both stay where they are; no message at all.
@@ -267,7 +267,7 @@ def test_placement_gives_each_rank_whole_groups_and_carries_surplus_to_its_train
     assert carried_next[0].holders == carried_next[1].holders == [[0, 0], [1, 1]]
     assert [r.row["prompt"] for r in carried_next[0].rows.values()] == ["g2r0", "g2r1"]
     assert [r.row["prompt"] for r in carried_next[1].rows.values()] == ["g5r0", "g5r1"]
-    assert [r.rewards.item() for r in carried_next[1].rows.values()] == [10, 11]
+    assert [r.rewards[0] for r in carried_next[1].rows.values()] == [10, 11]
     assert all(not outgoing for outgoing in sent.values())
 
 
@@ -279,6 +279,6 @@ def test_placement_moves_the_overflow_in_one_message_with_its_rewards():
     results, sent = simulate(empty, pools, trained, [], group_size=group_size, rows_per_process=rows_per_process)
     trained_rows = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
     assert trained_rows == [["g0r0", "g0r1", "g1r0", "g1r1"], ["g2r0", "g2r1", "g3r0", "g3r1"]]
-    assert [r.rewards.item() for r in results[1][0].local] == [4, 5, 6, 7]
+    assert [r.rewards[0] for r in results[1][0].local] == [4, 5, 6, 7]
     assert set(sent) == {0, 1} and list(sent[0]) == [1] and len(sent[0][1]) == 4 and sent[1] == {}
     assert all(not batch.has_carried for batch, _ in results)

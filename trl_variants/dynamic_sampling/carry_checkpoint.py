@@ -98,7 +98,7 @@ def _row(manifest: dict, group: int, row: int, fields: dict) -> GeneratedRow:
     manifest instead of the row."""
     if manifest.get("rewards") is not None and fields.get("rewards") is None:
         fields = {**fields, "rewards": manifest["rewards"][group * manifest["group_size"] + row]}
-    return GeneratedRow(**fields)
+    return _as_row(fields)
 
 
 def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dict]]:
@@ -140,4 +140,8 @@ def _share_of(trainer, groups: list[list[dict | GeneratedRow]]) -> CarriedGroups
 
 
 def _as_row(saved: dict | GeneratedRow) -> GeneratedRow:
-    return saved if isinstance(saved, GeneratedRow) else GeneratedRow(**saved)
+    if isinstance(saved, GeneratedRow):
+        return saved
+    rewards = saved.get("rewards")
+    # Checkpoints written before rows carried plain floats hold a tensor.
+    return GeneratedRow(**{**saved, "rewards": rewards.tolist() if isinstance(rewards, torch.Tensor) else rewards})

@@ -49,7 +49,8 @@ class GeneratedRow:
     tool_rollout: dict | None = None
     # With environment_factory: the prompt TRL generated from, the environment's observation appended.
     generation_prompt: list | str | None = None
-    rewards: torch.Tensor | None = None
+    # Plain floats, not a tensor: a pickled tensor costs some 400 bytes, a list of floats a few per value.
+    rewards: list[float] | None = None
 
 
 @dataclass
@@ -227,7 +228,7 @@ class GenerationRoundsMixin:
                 extra_logs={k: v[i] for k, v in round_logs.items() if len(v) == len(local_rows)},
                 tool_rollout=tool_rollouts[i],
                 generation_prompt=prompts[i] if self.environment_factories is not None else None,
-                rewards=rewards[i].clone(),
+                rewards=rewards[i].tolist(),
             )
             for i in range(len(local_rows))
         ]
@@ -244,7 +245,7 @@ class GenerationRoundsMixin:
         group_size, num_processes = self.num_generations, self.accelerator.num_processes
         counts, summaries, owns = [], [], []
         for rows in round_shares:
-            scores = self._sampling_scores(torch.stack([row.rewards for row in rows])).view(-1, group_size)
+            scores = self._sampling_scores(torch.tensor([row.rewards for row in rows])).view(-1, group_size)
             informative = informative_group_mask(scores, self.args.dynamic_sampling_tolerance)
             groups = [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
             owns.append(OwnShare(groups=groups, scores=scores, informative=informative.tolist()))

@@ -244,7 +244,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             torch.cat([share.scores for share in own]), torch.tensor([flag for share in own for flag in share.informative])
         )
         local_rows = pool.local_rows()
-        reward_sum, completions = total_reward_sum(torch.stack([row.rewards for row in local_rows]), self.reward_weights)
+        reward_sum, completions = total_reward_sum(torch.tensor([row.rewards for row in local_rows]), self.reward_weights)
         tokens = sum(len(row.completion_ids) for row in local_rows)
         sums = torch.tensor(
             [all_correct, all_wrong, reward_sum, completions, tokens], dtype=torch.float64, device=self.accelerator.device
@@ -271,7 +271,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
 
     @contextmanager
     def _replaying(self, local: list[GeneratedRow]):
-        local_rewards = torch.stack([row.rewards for row in local]).to(self.accelerator.device)
+        local_rewards = torch.tensor([row.rewards for row in local], device=self.accelerator.device)
         extra_keys = sorted({key for row in local for key in row.extra})
 
         def replay_generation(prompts, trainer):

@@ -93,7 +93,7 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_ove
             {
                 "prompts": [row.row["prompt"] for row in batch.local],
                 "completion_ids": [row.completion_ids for row in batch.local],
-                "rewards": [row.rewards.tolist() for row in batch.local],
+                "rewards": [list(row.rewards) for row in batch.local],
             }
         )
         return batch

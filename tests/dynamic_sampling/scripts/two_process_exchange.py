@@ -85,7 +85,7 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
             for position, group in enumerate(own.groups):
                 for row_number, row in enumerate(group):
                     number = (start + position) * NUM_GENERATIONS + row_number
-                    generated[number], rewards[number] = ids(row), row.rewards.tolist()
+                    generated[number], rewards[number] = ids(row), list(row.rewards)
         steps.append(
             {
                 "global_step": trainer.state.global_step,
@@ -99,7 +99,7 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
                 "surplus": {i: generation_index(pool, ref) for i, ref in enumerate(surplus) if pool.holder(ref) == rank},
                 "trained": [ids(row) for row in batch.local],
                 "carried_out": [ids(row) for row in next_carried.rows.values()],
-                "carried_out_rewards": [row.rewards.tolist() for row in next_carried.rows.values()],
+                "carried_out_rewards": [list(row.rewards) for row in next_carried.rows.values()],
                 "sent_rows": 0,
             }
         )
