@@ -20,8 +20,8 @@ all-reduce runs in C++ and is not counted; it is the same for every arm. Countin
 step (setup is excluded) and is divided by the number of steps.
 
 Memory: every live `GeneratedRow` (the record dynamic sampling keeps per generated completion) is tracked; its
-payload is counted as 8 bytes per token id, sampling log-prob and tool-mask entry, the element size of its tensors
-(rewards, generating log-probs) and the pickled size of its prompt row and extra fields. The peak over the run, in
+payload is counted as 8 bytes per token id, sampling log-prob, tool-mask entry and reward (older versions: the
+element size of a rewards tensor), the element size of its generating log-probs and the pickled size of its prompt row and extra fields. The peak over the run, in
 rows and bytes, is sampled after every collective and at the keep/drop decision. `GRPOTrainer` keeps no such
 record; its own rows per process are reported instead.
 
