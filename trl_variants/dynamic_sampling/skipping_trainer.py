@@ -113,6 +113,14 @@ class PromptSkippingMixin:
         return getattr(self, "_prompt_history", None) is not None or getattr(self, "_pass_posterior", None) is not None
 
     @property
+    def _batch_by_index(self) -> bool:
+        """Whether dataloader rows are named by dataset index (a stream's prompt key), so that any process can
+        generate any of them: for the skipping rule's picks, and for groups straddling processes."""
+        return self._skipping or (
+            bool(getattr(self.args, "dynamic_sampling", False)) and self._groups_split_over_processes
+        )
+
+    @property
     def _skip_history(self):
         """The active predictor's per-row arrays: the pass-rate posterior or the streak history."""
         return self._pass_posterior if self._pass_posterior is not None else self._prompt_history
@@ -124,7 +132,7 @@ class PromptSkippingMixin:
         self._step_skipped = 0
 
     def _get_dataloader(self, dataset, description, batch_size, sampler_fn=None, is_training=False, **kwargs):
-        if is_training and self._skipping and not self._streaming:
+        if is_training and self._batch_by_index and not self._streaming:
             # A column removal would drop the index; the rows keep it like a signature column.
             self._set_signature_columns_if_needed()
             if ROW_INDEX_KEY not in self._signature_columns:

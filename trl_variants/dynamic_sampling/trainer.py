@@ -17,9 +17,10 @@ Old-policy and reference log-probs, vLLM importance weights, advantages, `num_it
 metrics are therefore computed on the trained batch only, and by TRL's code. The step's sampling metrics are sums
 over the processes, reduced once per step.
 
-Groups stay whole on one process only when each process's generation batch (`per_device_train_batch_size *
-steps_per_generation`) is a multiple of `num_generations`; on several processes other layouts are refused rather
-than served by a second path that would send every row's scores to every process.
+When each process's generation batch (`per_device_train_batch_size * steps_per_generation`) is not a multiple of
+`num_generations`, the dataloader's groups straddle processes. Phase 1 then generates them by dataset index (one
+integer per row gathered, as prompt skipping does) in one segment with the first refill groups, sized so that every
+process generates whole groups; the trained batch is laid out as TRL expects, groups straddling processes again.
 """
 
 import copy
@@ -79,15 +80,6 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         self._carried = CarriedGroups()
         if not args.dynamic_sampling:
             return
-        rows_per_process = args.per_device_train_batch_size * args.steps_per_generation
-        if self.accelerator.num_processes > 1 and rows_per_process % self.num_generations:
-            raise ValueError(
-                f"dynamic_sampling=True on {self.accelerator.num_processes} processes needs each process's generation "
-                f"batch, per_device_train_batch_size * steps_per_generation = {args.per_device_train_batch_size} * "
-                f"{args.steps_per_generation} = {rows_per_process}, to be a multiple of num_generations="
-                f"{self.num_generations}, so that every group is generated and scored whole on one process. Choose "
-                "per_device_train_batch_size or steps_per_generation accordingly, or set dynamic_sampling=False."
-            )
         if self._is_vlm and args.dynamic_sampling_carry_surplus:
             raise ValueError(
                 "dynamic_sampling_carry_surplus=True does not support vision-language models: a carried row's "
@@ -152,7 +144,13 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         extra_groups = first_round_extra_groups_after_carry(
             batch_groups, len(carried), self._pass_rate.estimate, num_processes
         )
-        segments = [first_segment, self._refill_sources(extra_groups)]
+        if self._groups_split_over_processes:
+            # The dataloader's groups straddle processes; with the first refills they form one segment of whole
+            # groups per process.
+            extra_groups += -(batch_groups + extra_groups) % num_processes
+            segments = [first_segment + self._refill_sources(extra_groups, already=batch_groups)]
+        else:
+            segments = [first_segment, self._refill_sources(extra_groups)]
         own_by_index = self._own_rows_by_index(inputs)
 
         # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
@@ -214,9 +212,9 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
 
     def _own_rows_by_index(self, inputs: list[dict]) -> dict[int, list[dict]]:
         """This process's dataloader rows by dataset index (a stream's prompt key), for the skipping rule's picks
-        (empty without it)."""
+        or for groups straddling processes (empty otherwise)."""
         own: dict[int, list[dict]] = {}
-        if self._skipping:
+        if self._batch_by_index:
             for row in inputs:
                 own.setdefault(self._row_key(row), []).append(row)
         return own

@@ -7,8 +7,8 @@ Runs follow each other in the same process group: one with a reward that makes a
 degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
 history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
-refill from. Each
-rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
+refill from, and the first again with six rows per process, so that the dataloader's groups straddle the
+processes. Each rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
 import argparse
@@ -36,6 +36,7 @@ from trl_variants.toy import make_toy_task  # noqa: E402
 
 NUM_GENERATIONS = 4
 PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
+SPLIT_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of them on both processes
 STEPS = 3
 MAX_ROUNDS = 3
 
@@ -67,12 +68,12 @@ def recording_gather(tensor):
 sampling_rounds.gather = recording_gather
 
 
-def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_overrides) -> None:
+def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=PER_DEVICE_BATCH, **config_overrides):
     decisions.clear()
     config = toy_config(
         DAPOConfig,
         out_dir / name,
-        per_device_train_batch_size=PER_DEVICE_BATCH,
+        per_device_train_batch_size=per_device,
         num_generations=NUM_GENERATIONS,
         max_steps=STEPS,
         dynamic_sampling_max_rounds=MAX_ROUNDS,
@@ -183,22 +184,6 @@ def run_environment(out_dir: Path) -> None:
     (out_dir / f"environment_rank{record['rank']}.json").write_text(json.dumps(record))
 
 
-def record_split_group_refusal(task, out_dir: Path) -> None:
-    """Two rows per process and groups of four: a group would straddle the processes, which is refused."""
-    config = toy_config(
-        DAPOConfig, out_dir / "split_groups", per_device_train_batch_size=2, num_generations=NUM_GENERATIONS,
-        max_steps=1,
-    )  # fmt: skip
-    try:
-        DAPOTrainer(task.model, [ConstantReward()], args=config, train_dataset=task.train_dataset,
-                    processing_class=task.tokenizer)  # fmt: skip
-        message = None
-    except ValueError as error:
-        message = str(error)
-    rank = torch.distributed.get_rank()
-    (out_dir / f"split_groups_rank{rank}.json").write_text(json.dumps({"error": message}))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=Path)
@@ -229,7 +214,8 @@ def main() -> None:
         train_dataset=task.train_dataset.select(range(4)).to_iterable_dataset(), shuffle_dataset=False,
     )  # fmt: skip
     run_environment(args.out)
-    record_split_group_refusal(task, args.out)
+    # Six rows per process and groups of four: the dataloader's groups straddle the processes.
+    run("split", HalfDegenerateReward(NUM_GENERATIONS), task, args.out, per_device=SPLIT_PER_DEVICE_BATCH)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
