@@ -5,6 +5,8 @@
 import pickle
 import weakref
 
+import torch
+
 
 class Traffic:
     """Bytes arriving at this process through `torch.distributed`'s Python collectives."""
@@ -105,8 +107,10 @@ class RowMemory:
     @staticmethod
     def payload(row) -> int:
         ids = len(row.prompt_ids) + len(row.completion_ids) + len(row.logprobs or []) + len(row.tool_mask or [])
-        tensors = (getattr(row, "rewards", None), row.generating_logps)  # rows of older versions held their rewards
-        tensors = sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        # Rows hold their rewards as floats (older versions: none, or a tensor); generating log-probs as a tensor.
+        rewards = getattr(row, "rewards", None)
+        tensors = [t for t in (rewards, row.generating_logps) if isinstance(t, torch.Tensor)]
+        tensors = sum(t.numel() * t.element_size() for t in tensors) + (8 * len(rewards) if isinstance(rewards, list) else 0)
         extra = len(pickle.dumps((row.row, row.extra, row.extra_logs)))
         return 8 * ids + tensors + extra
 

@@ -232,21 +232,21 @@ def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monk
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import collective_traffic
 
-    c_tok, c_row, s, m, processes, generated = 3.0, 100.0, 5.0, 0.25, 4, 40.0
+    c_tok, c_row, k, m, processes, generated = 3.0, 100.0, 50.0, 0.25, 4, 40.0
     others = (processes - 1) * generated
     received = m * collective_traffic.PER_DEVICE_BATCH
     results = {}
     for length in (32, 128):
         for package, excess in (
             ("before", others * (c_row + length * c_tok)),
-            ("after", others * s + received * (c_row + length * c_tok)),
+            ("after", (processes - 1) * k + received * (c_row + length * c_tok)),
         ):
             arm = {"bytes_per_step": 1000.0 + excess, "generated_rows_per_step": generated,
                    "received_rows_per_step": received if package == "after" else None}  # fmt: skip
             results[package, processes, length] = {"GRPOTrainer": {"bytes_per_step": 1000.0}, "DAPOTrainer": arm}
     costs = collective_traffic.per_token_costs(results, "before", "after")
     assert costs["c_tok"] == pytest.approx(c_tok) and costs["c_row"] == pytest.approx(c_row)
-    assert costs["s"] == pytest.approx(s) and costs["m"] == pytest.approx(m)
+    assert costs["k"] == pytest.approx(k) and costs["m"] == pytest.approx(m)
     table = "\n".join(collective_traffic.projection(costs))
     before_64 = 63 / 64 * 3 * 8192 * (c_row + 20_000 * c_tok) / 1e6
     assert f"| 64 | {before_64:.0f} |" in table

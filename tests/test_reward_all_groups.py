@@ -8,15 +8,16 @@ import torch
 from transformers import TrainerCallback
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC, mean_total_reward
+from trl_variants.dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
 from trl_variants.toy import toy_accuracy_reward
 
 from .helpers import toy_config, toy_trainer
 
 
-def test_mean_total_reward_weights_functions_and_counts_none_as_zero():
+def test_total_reward_sum_weights_functions_and_counts_none_as_zero():
     rewards = torch.tensor([[1.0, 2.0], [-1.0, math.nan], [0.0, 4.0]])
-    assert mean_total_reward(rewards, torch.tensor([1.0, 0.5])) == pytest.approx((2.0 - 1.0 + 2.0) / 3)
+    total, count = total_reward_sum(rewards, torch.tensor([1.0, 0.5]))
+    assert (total, count) == (pytest.approx(2.0 - 1.0 + 2.0), 3)
 
 
 class StepBoundaries(TrainerCallback):

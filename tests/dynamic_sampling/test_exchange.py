@@ -11,7 +11,8 @@ import torch
 from trl_variants.dynamic_sampling.exchange import NOWHERE, plan_carry_destinations, plan_exchange
 from trl_variants.dynamic_sampling.layout import call_order
 from trl_variants.dynamic_sampling.placement import CarriedGroups, place_batch
-from trl_variants.dynamic_sampling.rounds import GeneratedPool, GeneratedRow
+from trl_variants.dynamic_sampling.rounds import GeneratedPool, GeneratedRow, OwnShare
+from trl_variants.dynamic_sampling.shares import GroupRef, Share
 
 
 def trained_layout(plan, holders, rows_per_process):
@@ -187,11 +188,12 @@ def test_call_order_gives_each_process_its_share_of_every_segment():
 # placement: every rank of a simulated job runs `place_batch` on its own rows; messages are routed between them.
 
 
-def row(name):
-    return GeneratedRow(row={"prompt": name}, prompt_ids=[1], completion_ids=[2], tool_mask=None, logprobs=None)
+def row(name, reward=0.0):
+    return GeneratedRow(row={"prompt": name}, prompt_ids=[1], completion_ids=[2], tool_mask=None, logprobs=None,
+                        rewards=[reward])  # fmt: skip
 
 
-def simulate(carried_by_rank, pools, selected, surplus, group_size, rows_per_process):
+def simulate(carried_by_rank, pools, trained, surplus, group_size, rows_per_process):
     """Runs `place_batch` for every rank; a first pass records what each sends, a second delivers it."""
     num_processes = len(pools)
     sent = {}
@@ -208,7 +210,7 @@ def simulate(carried_by_rank, pools, selected, surplus, group_size, rows_per_pro
 
     for process in range(num_processes):
         try:
-            place_batch(carried_by_rank[process], pools[process], selected, surplus, group_size, rows_per_process,
+            place_batch(carried_by_rank[process], pools[process], trained, surplus, group_size, rows_per_process,
                         num_processes, process, recording(process))  # fmt: skip
         except Recorded:
             pass
@@ -219,57 +221,64 @@ def simulate(carried_by_rank, pools, selected, surplus, group_size, rows_per_pro
             assert outgoing == sent.get(process, outgoing)
             return {sender: sent[sender][process] for sender in senders}
 
-        results.append(place_batch(carried_by_rank[process], pools[process], selected, surplus, group_size,
+        results.append(place_batch(carried_by_rank[process], pools[process], trained, surplus, group_size,
                                    rows_per_process, num_processes, process, delivering))  # fmt: skip
     return results, sent
 
 
+def pools_of(flags_by_process, group_size):
+    """One segment's pools: process `p` generated groups named `g<n>` (numbered over the segment in generation
+    order, rewards `n * group_size + row`), informative where `flags_by_process[p]` says so."""
+    shares = [Share(p, len(flags), sum(flags)) for p, flags in enumerate(flags_by_process)]
+    pools, number = [], 0
+    for process, flags in enumerate(flags_by_process):
+        groups = []
+        for _ in flags:
+            groups.append([row(f"g{number}r{r}", number * group_size + r) for r in range(group_size)])
+            number += 1
+        own = OwnShare(groups=groups, scores=torch.zeros(len(flags), group_size), informative=list(flags))
+        pools.append(GeneratedPool(shares=shares, own={process: own}))
+    return pools
+
+
 def test_placement_gives_each_rank_whole_groups_and_carries_surplus_to_its_trainer():
     group_size, rows_per_process, num_processes = 2, 4, 2
-    # Six fresh groups generated in one call: process 0 generated rows 0-5, process 1 rows 6-11.
-    holders = [0] * 6 + [1] * 6
-    rewards = torch.arange(12, dtype=torch.float32).unsqueeze(1)
-    pools = [
-        GeneratedPool(holders=holders, rewards=[rewards],
-                      local={n: row(f"g{n // 2}r{n % 2}") for n in range(12) if holders[n] == p})  # fmt: skip
-        for p in range(num_processes)
-    ]
-    # One carried group (4 and 5 in rows "c0r0", "c0r1"), held by process 1 as the previous step placed it.
-    carried_rewards = torch.tensor([[100.0], [101.0]])
+    # Six fresh groups: process 0 generated g0-g2 (g1 degenerate), process 1 g3-g5 (g3 degenerate).
+    pools = pools_of([[True, False, True], [False, True, True]], group_size)
+    # One carried group (rows "c0r0", "c0r1"), held by process 1 as the previous step placed it.
     carried = [
-        CarriedGroups(holders=[[1, 1]], rewards=carried_rewards, rows={}),
-        CarriedGroups(holders=[[1, 1]], rewards=carried_rewards, rows={(0, 0): row("c0r0"), (0, 1): row("c0r1")}),
+        CarriedGroups(holders=[[1, 1]], rows={}),
+        CarriedGroups(holders=[[1, 1]], rows={(0, 0): row("c0r0", 100), (0, 1): row("c0r1", 101)}),
     ]
-    # Three fresh groups trained: 0 and 1 (process 0's) and 4 (process 1's); groups 2 and 5 are carried on.
-    results, sent = simulate(carried, pools, selected=[0, 1, 4], surplus=[2, 5], group_size=group_size,
+    # Trained: the first informative group of each process (g0, g4) and process 0's degenerate g1; carried on:
+    # process 0's second informative group (g2) and process 1's (g5).
+    trained = [GroupRef(0, True, 0), GroupRef(1, True, 0), GroupRef(0, False, 0)]
+    surplus = [GroupRef(0, True, 1), GroupRef(1, True, 1)]
+    results, sent = simulate(carried, pools, trained, surplus, group_size=group_size,
                              rows_per_process=rows_per_process)  # fmt: skip
-    trained = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
+    trained_rows = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
     # Nothing trained had to move: each rank trains whole groups it holds.
-    assert trained == [["g0r0", "g0r1", "g1r0", "g1r1"], ["c0r0", "c0r1", "g4r0", "g4r1"]]
-    for batch, _ in results:
-        assert batch.has_carried
-        assert batch.rewards.flatten().tolist() == [0, 1, 2, 3, 100, 101, 8, 9]
-    # The surplus: group 2 (process 0's) and group 5 (process 1's) both stay where they are; no message at all.
+    assert trained_rows == [["g0r0", "g0r1", "g1r0", "g1r1"], ["c0r0", "c0r1", "g4r0", "g4r1"]]
+    rewards = [[r.rewards[0] for r in batch.local] for batch, _ in results]
+    assert rewards == [[0, 1, 2, 3], [100, 101, 8, 9]]
+    assert all(batch.has_carried for batch, _ in results)
+    # The surplus: g2 (process 0's) and g5 (process 1's) both stay where they are; no message at all.
     carried_next = [next_carried for _, next_carried in results]
     assert carried_next[0].holders == carried_next[1].holders == [[0, 0], [1, 1]]
     assert [r.row["prompt"] for r in carried_next[0].rows.values()] == ["g2r0", "g2r1"]
     assert [r.row["prompt"] for r in carried_next[1].rows.values()] == ["g5r0", "g5r1"]
-    assert carried_next[0].rewards.flatten().tolist() == [4, 5, 10, 11]
+    assert [r.rewards[0] for r in carried_next[1].rows.values()] == [10, 11]
     assert all(not outgoing for outgoing in sent.values())
 
 
-def test_placement_moves_the_overflow_in_one_message():
-    group_size, rows_per_process, num_processes = 2, 4, 2
-    holders = [0] * 8 + [1] * 0
-    pools = [
-        GeneratedPool(holders=holders, rewards=[torch.zeros(8, 1)],
-                      local={n: row(f"g{n // 2}r{n % 2}") for n in range(8) if holders[n] == p})  # fmt: skip
-        for p in range(num_processes)
-    ]
+def test_placement_moves_the_overflow_in_one_message_with_its_rewards():
+    group_size, rows_per_process = 2, 4
+    pools = pools_of([[True] * 4, []], group_size)
     empty = [CarriedGroups(), CarriedGroups()]
-    results, sent = simulate(empty, pools, selected=[0, 1, 2, 3], surplus=[], group_size=group_size,
-                             rows_per_process=rows_per_process)  # fmt: skip
-    trained = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
-    assert trained == [["g0r0", "g0r1", "g1r0", "g1r1"], ["g2r0", "g2r1", "g3r0", "g3r1"]]
+    trained = [GroupRef(0, True, k) for k in range(4)]
+    results, sent = simulate(empty, pools, trained, [], group_size=group_size, rows_per_process=rows_per_process)
+    trained_rows = [[r.row["prompt"] for r in batch.local] for batch, _ in results]
+    assert trained_rows == [["g0r0", "g0r1", "g1r0", "g1r1"], ["g2r0", "g2r1", "g3r0", "g3r1"]]
+    assert [r.rewards[0] for r in results[1][0].local] == [4, 5, 6, 7]
     assert set(sent) == {0, 1} and list(sent[0]) == [1] and len(sent[0][1]) == 4 and sent[1] == {}
     assert all(not batch.has_carried for batch, _ in results)

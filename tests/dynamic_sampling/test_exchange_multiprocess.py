@@ -2,11 +2,13 @@
 two_process_exchange.py trains with carrying three times from the same policy and seed: with the planned exchange,
 with the batch laid out in order as before the exchange existed, and resumed from the planned run's checkpoint.
 
-The trained groups must be exactly those the selection picks from the gathered scores, the same in both layouts,
+Each rank scores only its own rows and the ranks exchange counts; the trained groups must be exactly those the
+selection picks from every row's scores (put together here from each rank's record), the same in both layouts,
 with the same global loss; the planned layout must move fewer rows; carried rows must live on the rank that trains
 them, and a resume on the same number of processes must train exactly what the uninterrupted run trained.
 """
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -46,33 +48,55 @@ def ids(row) -> list[list[int]]:
     return [list(row.prompt_ids), list(row.completion_ids)]
 
 
+def merged(ranks, step, key):
+    """A per-rank record of `step` (keyed by number) merged over both ranks: each holds only its own part."""
+    values = {}
+    for rank in ranks:
+        part = {int(number): value for number, value in rank["steps"][step][key].items()}
+        assert not set(part) & set(values)
+        values.update(part)
+    return values
+
+
 def generated(ranks, step):
     """Every row generated at `step`, by generation-order number, from both ranks' own rows."""
-    rows = {}
-    for rank in ranks:
-        rows.update({int(number): row for number, row in rank["steps"][step]["generated"].items()})
-    return rows
+    return merged(ranks, step, "generated")
 
 
 def trained(ranks, step):
     return sorted(row for rank in ranks for row in rank["steps"][step]["trained"])
 
 
+def chosen(ranks, step, key):
+    """The decision's list of groups (generation-order numbers), put together from what each rank holds."""
+    by_position = merged(ranks, step, key)
+    assert sorted(by_position) == list(range(len(by_position)))
+    return [by_position[position] for position in range(len(by_position))]
+
+
 def expected_trained(ranks, step):
-    """What the selection trains at `step`, computed here from the gathered scores: the groups carried from the
-    previous step, then the first informative groups in generation order."""
+    """What the selection trains at `step`, computed here from every row's scores (each rank recorded its own):
+    the groups carried from the previous step, then the first informative groups in generation order. The ranks,
+    which exchanged only counts, must have chosen exactly these, in this order."""
     record = ranks[0]["steps"][step]
-    scores = torch.tensor(record["rewards"])[:, 0].view(-1, G)
+    assert all(rank["steps"][step]["shares"] == record["shares"] for rank in ranks)
+    rewards = merged(ranks, step, "rewards")
+    assert sorted(rewards) == list(range(len(rewards)))
+    scores = torch.tensor([rewards[number] for number in range(len(rewards))])[:, 0].view(-1, G)
     informative = informative_group_mask(scores, TOLERANCE).tolist()
+    assert [share[2] for share in record["shares"]] == [
+        sum(informative[start : start + share[1]])
+        for start, share in zip(itertools.accumulate([0] + [s[1] for s in record["shares"]]), record["shares"], strict=False)
+    ]
     needed = BATCH_GROUPS - record["carried_groups"]
     selection = select_groups(informative, needed, fill=True)
-    assert selection.indices == record["selected"]
-    assert plan_carry(informative, selection.indices, BATCH_GROUPS).carried == record["surplus"]
+    assert selection.indices == chosen(ranks, step, "selected")
+    assert plan_carry(informative, selection.indices, BATCH_GROUPS).carried == chosen(ranks, step, "surplus")
     rows = generated(ranks, step)
     expected = [rows[group * G + k] for group in selection.indices for k in range(G)]
     if step:
         before = generated(ranks, step - 1)
-        expected += [before[group * G + k] for group in ranks[0]["steps"][step - 1]["surplus"] for k in range(G)]
+        expected += [before[group * G + k] for group in chosen(ranks, step - 1, "surplus") for k in range(G)]
     return sorted(expected)
 
 
@@ -150,11 +174,12 @@ def test_carried_groups_of_a_checkpoint_are_restored_on_any_number_of_processes(
         assert carried.holders == restored[0].holders
         assert len(carried.rows) <= per_device_batch
         assert all(carried.holders[group][row] == rank for group, row in carried.rows)
-        assert torch.equal(carried.rewards, restored[0].rewards)
+        assert all(row.rewards is not None and len(row.rewards) == 1 for row in carried.rows.values())
     if num_processes == 2:
         # Same number of processes: every rank gets back exactly the rows it held.
         for rank, carried in zip(runs["planned"], restored, strict=True):
             assert [ids(row) for row in carried.rows.values()] == rank["steps"][1]["carried_out"]
+            assert [row.rewards for row in carried.rows.values()] == rank["steps"][1]["carried_out_rewards"]
 
 
 def test_a_checkpoint_missing_a_ranks_carried_rows_is_incomplete(runs, tmp_path):

@@ -23,6 +23,7 @@ LAUNCH_TIMEOUT_S = 120
 NUM_PROCESSES = 2
 NUM_GENERATIONS = 4
 PER_DEVICE_BATCH = 8
+SPLIT_PER_DEVICE_BATCH = 6
 STEPS = 3
 MAX_ROUNDS = 3
 BATCH_GROUPS = NUM_PROCESSES * PER_DEVICE_BATCH // NUM_GENERATIONS
@@ -34,8 +35,11 @@ def two_process_records(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process")
     run_two_processes(SCRIPT, out_dir, LAUNCH_TIMEOUT_S)
     return {
-        run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
-        for run in (*RUNS, "environment")
+        **{
+            run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(NUM_PROCESSES)]
+            for run in (*RUNS, "environment")
+        },
+        "dir": str(out_dir),
     }
 
 
@@ -149,3 +153,35 @@ def test_each_rank_resets_and_scores_its_own_rollouts_once(two_process_records):
         assert sorted(rank["scored_episodes"]) == list(range(rank["resets"]))
         assert rank["sees_observation"]
     assert all("tools/call_frequency" in entry for entry in first["logs"])
+
+
+def test_groups_straddling_processes_are_generated_whole_and_trained_split(two_process_records):
+    """Six rows per process, groups of four: TRL's layout puts one group of each batch on both processes. Phase 1
+    generates every group whole on one process (the local informative flags need it); phase 2 trains TRL's layout."""
+    ranks = [
+        json.loads((Path(two_process_records["dir"]) / f"split_rank{rank}.json").read_text())
+        for rank in range(NUM_PROCESSES)
+    ]
+    first, second = ranks
+    batch_groups = NUM_PROCESSES * SPLIT_PER_DEVICE_BATCH // NUM_GENERATIONS
+    assert all(rank["global_step"] == STEPS for rank in ranks)
+    assert first["decisions"] == second["decisions"] and first["logs"] == second["logs"]
+    assert any(not all(d["informative"]) for d in first["decisions"]), "some groups must have been dropped"
+    for decision, entry in zip(first["decisions"], first["logs"], strict=True):
+        informative = decision["informative"]
+        # Whole groups per process: every round generated an even number of groups.
+        assert len(informative) % NUM_PROCESSES == 0
+        assert entry["dynamic_sampling/generated_groups"] == len(informative)
+        assert decision["kept"] == [i for i, flag in enumerate(informative) if flag][:batch_groups]
+    for step in range(STEPS):
+        for rank in ranks:
+            assert rank["local_rows"][step]["rows"] == SPLIT_PER_DEVICE_BATCH
+            assert rank["local_rows"][step]["prompts"] == rank["batches"][step]["prompts"]
+        prompts = [p for rank in ranks for p in rank["batches"][step]["prompts"]]
+        rewards = [r[0] for rank in ranks for r in rank["batches"][step]["rewards"]]
+        assert first["batches"][step]["batch_rewards"] == [r for rank in ranks for r in rank["batches"][step]["rewards"]]
+        for start in range(0, len(prompts), NUM_GENERATIONS):
+            assert len(set(prompts[start : start + NUM_GENERATIONS])) == 1, "groups contiguous over the processes"
+            assert max(rewards[start : start + NUM_GENERATIONS]) > min(rewards[start : start + NUM_GENERATIONS])
+    assert ranks[0]["loss_rows"] == ranks[1]["loss_rows"] == [SPLIT_PER_DEVICE_BATCH] * STEPS
+

@@ -10,7 +10,6 @@ from trl_variants.dynamic_sampling.selection import (
     RefillSampler,
     degenerate_outcomes,
     first_round_extra_groups,
-    group_granularity,
     groups_to_request,
     informative_group_mask,
     select_groups,
@@ -32,14 +31,6 @@ def test_degenerate_outcomes_split_by_sign():
     scores = torch.tensor([[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0], [1.0, -1.0]])
     informative = informative_group_mask(scores, 1e-6)
     assert degenerate_outcomes(scores, informative) == (1, 2)
-
-
-def test_group_granularity_keeps_rows_divisible_by_processes():
-    for generations in range(2, 9):
-        for processes in range(1, 9):
-            unit = group_granularity(generations, processes)
-            assert (unit * generations) % processes == 0
-            assert all((k * generations) % processes for k in range(1, unit))
 
 
 def test_groups_to_request_uses_pass_rate_margin_and_cap():

@@ -1,8 +1,8 @@
 """Saving and restoring the carried groups (`dynamic_sampling_carry_surplus=True`) with a checkpoint.
 
 Each carried row lives on the process that will train it, so each process writes its own rows
-(`CARRIED_RANK_FILE`) and the main process writes `CARRIED_FILE`: the number of processes, every row's process and
-rewards. A run resumed on the same number of processes restores every process's rows exactly, so it trains the
+(`CARRIED_RANK_FILE`, rewards included) and the main process writes `CARRIED_FILE`: the number of processes and
+every row's process. A run resumed on the same number of processes restores every process's rows exactly, so it trains the
 groups the uninterrupted run would have, where it would have. Resumed on another number of processes, every process
 reads all the saved rows and keeps an even share of the groups (the next batch's plan may then move some rows); the
 carried groups must fit in the new batch.
@@ -23,7 +23,7 @@ from .rounds import GeneratedRow
 
 logger = logging.get_logger(__name__)
 
-# Written by the main process; lists every carried row's process and rewards.
+# Written by the main process; lists every carried row's process (older checkpoints: and its rewards).
 CARRIED_FILE = "dynamic_sampling_carried_groups.pt"
 # Written by each process: its own carried rows.
 CARRIED_RANK_FILE = "dynamic_sampling_carried_groups.rank{rank}.pt"
@@ -53,7 +53,6 @@ def save_carried_groups(trainer, checkpoint_dir: str) -> None:
             "num_processes": trainer.accelerator.num_processes,
             "group_size": trainer.num_generations,
             "holders": carried.holders,
-            "rewards": carried.rewards,
         }
         torch.save(manifest, os.path.join(checkpoint_dir, CARRIED_FILE))
     trainer.accelerator.wait_for_everyone()
@@ -72,9 +71,7 @@ def load_carried_groups(trainer, checkpoint_dir: str) -> CarriedGroups:
     if not isinstance(manifest, dict):
         # A checkpoint from before carried rows were kept per process: the main process saved every row, with its
         # rewards, here.
-        groups = _whole_groups(manifest, group_size, path)
-        rewards = torch.stack([fields.pop("rewards") for group in groups for fields in group])
-        return _share_of(trainer, groups, rewards)
+        return _share_of(trainer, _whole_groups(manifest, group_size, path))
     if manifest["group_size"] != group_size:
         raise ValueError(
             f"{path} holds carried groups of num_generations={manifest['group_size']}, this run has "
@@ -85,16 +82,23 @@ def load_carried_groups(trainer, checkpoint_dir: str) -> CarriedGroups:
         saved = torch.load(os.path.join(checkpoint_dir, CARRIED_RANK_FILE.format(rank=rank)), weights_only=True)
         return CarriedGroups(
             holders=[list(group) for group in manifest["holders"]],
-            rewards=manifest["rewards"],
-            rows={(group, row): GeneratedRow(**fields) for group, row, fields in saved},
+            rows={(group, row): _row(manifest, group, row, fields) for group, row, fields in saved},
         )
     rows = {}
     for saved_rank in range(manifest["num_processes"]):
         saved_path = os.path.join(checkpoint_dir, CARRIED_RANK_FILE.format(rank=saved_rank))
         for group, row, fields in torch.load(saved_path, weights_only=True):
-            rows[group, row] = fields
+            rows[group, row] = _row(manifest, group, row, fields)
     groups = [[rows[group, row] for row in range(group_size)] for group in range(len(manifest["holders"]))]
-    return _share_of(trainer, groups, manifest["rewards"])
+    return _share_of(trainer, groups)
+
+
+def _row(manifest: dict, group: int, row: int, fields: dict) -> GeneratedRow:
+    """A saved carried row; a checkpoint written while every process knew every row's rewards keeps them in the
+    manifest instead of the row."""
+    if manifest.get("rewards") is not None and fields.get("rewards") is None:
+        fields = {**fields, "rewards": manifest["rewards"][group * manifest["group_size"] + row]}
+    return _as_row(fields)
 
 
 def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dict]]:
@@ -106,7 +110,7 @@ def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dic
     return [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
 
 
-def _share_of(trainer, groups: list[list[dict]], rewards: torch.Tensor) -> CarriedGroups:
+def _share_of(trainer, groups: list[list[dict | GeneratedRow]]) -> CarriedGroups:
     """This process's even share of carried groups saved by another number of processes."""
     if not groups:
         return CarriedGroups()
@@ -126,11 +130,18 @@ def _share_of(trainer, groups: list[list[dict]], rewards: torch.Tensor) -> Carri
     rank = trainer.accelerator.process_index
     return CarriedGroups(
         holders=destinations,
-        rewards=rewards,
         rows={
-            (group, row): GeneratedRow(**groups[group][row])
+            (group, row): _as_row(groups[group][row])
             for group, targets in enumerate(destinations)
             for row, target in enumerate(targets)
             if target == rank
         },
     )
+
+
+def _as_row(saved: dict | GeneratedRow) -> GeneratedRow:
+    if isinstance(saved, GeneratedRow):
+        return saved
+    rewards = saved.get("rewards")
+    # Checkpoints written before rows carried plain floats hold a tensor.
+    return GeneratedRow(**{**saved, "rewards": rewards.tolist() if isinstance(rewards, torch.Tensor) else rewards})

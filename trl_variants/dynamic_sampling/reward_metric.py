@@ -1,5 +1,6 @@
 """The reward over every group generated for a step, which TRL's own `reward` no longer shows under dynamic
-sampling: TRL measures the trained batch, which holds informative (mixed) groups only."""
+sampling: TRL measures the trained batch, which holds informative (mixed) groups only. Each process sums its own
+completions' rewards; the sums are reduced once per step with the other sampling metrics."""
 
 import torch
 
@@ -7,8 +8,8 @@ import torch
 ALL_GROUPS_REWARD_METRIC = "dynamic_sampling/reward_all_groups"
 
 
-def mean_total_reward(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> float:
-    """Mean over completions of the weighted sum of their rewards, computed as `GRPOTrainer` computes `reward`: a
-    reward function's `None` (NaN) counts as 0 in a completion's sum."""
+def total_reward_sum(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> tuple[float, int]:
+    """Sum over completions of the weighted sum of their rewards, and the number of completions: their quotient is
+    `GRPOTrainer`'s `reward` (a reward function's `None`, NaN, counts as 0 in a completion's sum)."""
     totals = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    return torch.nanmean(totals).item()
+    return totals.sum().item(), totals.numel()

@@ -1,10 +1,14 @@
-"""Phase 1 of dynamic sampling: generation calls in which each process generates and keeps its own rows.
+"""Phase 1 of dynamic sampling: generation rounds in which each process generates, scores and keeps its own rows.
 
 Each call goes through TRL's own `_generate` and `_calculate_rewards` (so vLLM server/colocate modes, weight sync
-and every reward function run as in `GRPOTrainer`, each reward function once per completion). TRL's reward gather
-is the one exchange a call needs: it gives every process every row's scores, from which every process takes the
-same keep/drop decision. Completions, log-probs, extra fields and prompt rows stay on the process that generated
-them (`GeneratedPool`).
+and every reward function run as in `GRPOTrainer`, each reward function once per completion), with the reward
+gather that ends `_calculate_rewards` skipped (`rewards_kept_local`): a process scores only its own rows. Every
+segment of a round is split over the processes in contiguous shares of whole groups (`layout.call_order`; the
+per-process batch is a multiple of the group size, refills a multiple of the number of processes in groups), so a
+process decides its own groups' informative flags. One small all-gather per round then gives every process every
+share's informative count (`shares`), and, with prompt skipping, a few integers per group for the prompt history.
+Completions, log-probs, rewards, extra fields and prompt rows stay on the process that generated them
+(`GeneratedPool`).
 
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a
 dataset index (a prompt key for a streaming dataset). Every process knows every source (refills are drawn by a
@@ -16,20 +20,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-
+import trl.trainer.grpo_trainer as trl_grpo
 from accelerate.utils import gather_object
 
 from .layout import call_order
 from .replay import generate_like_trl
+from .selection import informative_group_mask
+from .shares import GroupRef, Share, local_position, segment_shares
 from .skipping_trainer import ROW_INDEX_KEY
-from .selection import group_granularity
 
 
 @dataclass
 class GeneratedRow:
-    """One generated completion with everything needed to replay it into TRL's scoring pass. A plain picklable
-    record: rows that change process are pickled whole, so extra per-row fields travel with them. Its rewards are
-    not in it: every process knows every row's rewards (`GeneratedPool`, `CarriedGroups`)."""
+    """One generated completion with everything needed to replay it into TRL's scoring pass, its rewards included
+    (one per reward function, as TRL's `_calculate_rewards` returns them). A plain picklable record: rows that
+    change process are pickled whole, so rewards and extra per-row fields travel with them."""
 
     row: dict
     prompt_ids: list[int]
@@ -44,22 +49,64 @@ class GeneratedRow:
     tool_rollout: dict | None = None
     # With environment_factory: the prompt TRL generated from, the environment's observation appended.
     generation_prompt: list | str | None = None
+    # Plain floats, not a tensor: a pickled tensor costs some 400 bytes, a list of floats a few per value.
+    rewards: list[float] | None = None
+
+
+@dataclass
+class OwnShare:
+    """This process's groups of one share, their sampling scores `(groups, G)` and informative flags."""
+
+    groups: list[list[GeneratedRow]]
+    scores: torch.Tensor
+    informative: list[bool]
 
 
 @dataclass
 class GeneratedPool:
-    """A step's generated rows in generation order: every row's holder and rewards (known to every process) and
-    this process's own rows."""
+    """A step's generated groups: every share (known to every process once its round is counted), this process's
+    own shares by share number and, with prompt skipping, every group's outcome summary in generation order."""
 
-    holders: list[int] = field(default_factory=list)
-    rewards: list[torch.Tensor] = field(default_factory=list)
-    local: dict[int, GeneratedRow] = field(default_factory=dict)
+    shares: list[Share] = field(default_factory=list)
+    own: dict[int, OwnShare] = field(default_factory=dict)
+    outcomes: list[torch.Tensor] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.holders)
+    @property
+    def groups(self) -> int:
+        return sum(share.groups for share in self.shares)
 
-    def all_rewards(self) -> torch.Tensor:
-        return torch.cat(self.rewards)
+    @property
+    def informative_groups(self) -> int:
+        return sum(share.informative for share in self.shares)
+
+    def holder(self, ref: GroupRef) -> int:
+        return self.shares[ref.share].process
+
+    def group(self, ref: GroupRef) -> list[GeneratedRow]:
+        """The rows of one of this process's groups."""
+        own = self.own[ref.share]
+        return own.groups[local_position(own.informative, ref)]
+
+    def local_rows(self) -> list[GeneratedRow]:
+        return [row for own in self.own.values() for group in own.groups for row in group]
+
+
+@contextmanager
+def rewards_kept_local():
+    """Within TRL 1.16's `_calculate_rewards`, the module-level `gather` of `trl.trainer.grpo_trainer` serves only
+    its final gather of every process's rewards; skipping it leaves each process its own rows' rewards. Every
+    process skips it alike, so no process waits on a gather another skipped."""
+    if not callable(getattr(trl_grpo, "gather", None)):
+        raise RuntimeError(
+            "dynamic_sampling: trl.trainer.grpo_trainer has no module-level `gather`; this TRL version is not "
+            "supported with dynamic sampling. Set dynamic_sampling=False."
+        )
+    saved = trl_grpo.gather
+    trl_grpo.gather = lambda tensor: tensor
+    try:
+        yield
+    finally:
+        trl_grpo.gather = saved
 
 
 @contextmanager
@@ -83,13 +130,13 @@ class GenerationRoundsMixin:
     """Generation calls of `DynamicSamplingMixin`'s phase 1; see the module docstring."""
 
     def _first_segment(self, inputs: list[dict]) -> list[int | None]:
-        """Sources of the dataloader's batch over all processes. Without skipping every process generates its own
-        rows; with skipping the batch's dataset indices are gathered (one integer per row) and the rule replaces
-        prompts predicted degenerate."""
+        """Sources of the dataloader's batch over all processes. Usually every process generates its own rows; with
+        skipping, or groups straddling processes, the batch's dataset indices are gathered (one integer per row), so
+        that any process can generate any group, and the skipping rule replaces prompts predicted degenerate."""
         num_rows = len(inputs) * self.accelerator.num_processes
         if self._streaming:
             self._begin_stream_step(inputs)
-        if not self._skipping:
+        if not self._batch_by_index:
             return [None] * num_rows
         local_indices = torch.tensor(
             [self._row_key(row) for row in inputs], dtype=torch.long, device=self.accelerator.device
@@ -97,31 +144,45 @@ class GenerationRoundsMixin:
         indices = self.accelerator.gather(local_indices).tolist()
         if min(indices) < 0:
             raise RuntimeError(
-                "skip_degenerate_prompts: a training batch row carries no dataset index; the training dataloader "
+                "dynamic_sampling: a training batch row carries no dataset index; the training dataloader "
                 "must be built by the trainer's own get_train_dataloader."
             )
         first = indices[:: self.num_generations]
         return [index for index in self._skip_predicted_degenerate(first) for _ in range(self.num_generations)]
 
     def _begin_stream_step(self, inputs: list[dict]) -> None:
-        """Tells the stream refill which prompts the batch holds, so none is drawn again. With skipping, a
-        dataloader prompt may be generated by another process, which has no index to read it back by: the rows
+        """Tells the stream refill which prompts the batch holds, so none is drawn again. With skipping, or groups
+        straddling processes, a dataloader prompt may be generated by another process, which has no index to read it back by: the rows
         are gathered (prompt rows, not generated ones)."""
-        if self._skipping:
+        if self._batch_by_index:
             rows = gather_object([{k: v for k, v in row.items() if k != ROW_INDEX_KEY} for row in inputs])
             self._refill_sampler.begin_step([self._row_key(row) for row in rows], rows)
             return
         local_keys = torch.tensor([self._row_key(row) for row in inputs], device=self.accelerator.device)
         self._refill_sampler.begin_step(self.accelerator.gather(local_keys).tolist())
 
-    def _refill_sources(self, num_groups: int) -> list[int]:
+    @property
+    def _groups_split_over_processes(self) -> bool:
+        """Whether the dataloader's groups straddle processes: a generation batch per process that is not a multiple
+        of `num_generations`, on several processes."""
+        args = self.args
+        rows_per_process = args.per_device_train_batch_size * args.steps_per_generation
+        return self.accelerator.num_processes > 1 and rows_per_process % self.num_generations != 0
+
+    def _refill_sources(self, num_groups: int, already: int = 0) -> list[int]:
+        """Sources of `num_groups` refill groups, to follow `already` groups in the same segment."""
         if num_groups == 0:
             return []
         indices = self._draw_prompt_indices(num_groups)
         if self._streaming:
-            # A stream may run dry: keep whole groups that split evenly over the processes.
-            granularity = group_granularity(self.num_generations, self.accelerator.num_processes)
-            whole = len(indices) // granularity * granularity
+            # A stream may run dry: keep as many groups as give every process whole groups.
+            num_processes = self.accelerator.num_processes
+            whole = (already + len(indices)) // num_processes * num_processes - already
+            if whole < 0:
+                raise RuntimeError(
+                    f"dynamic_sampling: the streaming train_dataset ran dry before the {already} groups of this batch, "
+                    f"which straddle the {num_processes} processes, could be completed into whole groups per process."
+                )
             self._forget_last_picks(len(indices) - whole)
             indices = indices[:whole]
         return [index for index in indices for _ in range(self.num_generations)]
@@ -132,7 +193,10 @@ class GenerationRoundsMixin:
         if self.use_vllm:
             return [[segment for segment in segments if segment]]
         rows = [source for segment in segments for source in segment]
-        return [[rows[start : start + batch_rows]] for start in range(0, len(rows), batch_rows)]
+        # Whole groups for every process in every call: with groups straddling processes, a little over one batch.
+        whole_groups = self.accelerator.num_processes * self.num_generations
+        call_rows = -(-batch_rows // whole_groups) * whole_groups
+        return [[rows[start : start + call_rows]] for start in range(0, len(rows), call_rows)]
 
     def _materialize(self, source, flat_index: int, inputs: list[dict], own_by_index: dict) -> dict:
         if source is None:
@@ -142,8 +206,8 @@ class GenerationRoundsMixin:
             return {k: v for k, v in own.pop().items() if k != ROW_INDEX_KEY}
         return self._refill_row(source)
 
-    def _generate_call(self, segments: list[list], inputs: list[dict], own_by_index: dict, pool: GeneratedPool) -> None:
-        """Generates and scores this process's share of `segments`, adding its rows to `pool`."""
+    def _generate_call(self, segments: list[list], inputs: list[dict], own_by_index: dict) -> list[list[GeneratedRow]]:
+        """Generates and scores this process's share of each of `segments`; returns its rows, one list per segment."""
         num_processes, process = self.accelerator.num_processes, self.accelerator.process_index
         order = call_order([len(segment) for segment in segments], num_processes)
         flat = [source for segment in segments for source in segment]
@@ -162,20 +226,16 @@ class GenerationRoundsMixin:
 
         pending_logs = self._pending_extra_logs
         self._pending_extra_logs = type(pending_logs)(list)
-        # TRL gathers the rewards of every process's rows, in process order.
-        rewards = self._calculate_rewards(local_rows, prompts, completions, completion_ids).cpu()
+        with rewards_kept_local():
+            rewards = self._calculate_rewards(local_rows, prompts, completions, completion_ids).cpu()
         round_logs, self._pending_extra_logs = self._pending_extra_logs, pending_logs
-
-        base = len(pool)
-        in_generation_order = torch.empty_like(rewards)
-        in_generation_order[torch.tensor(order)] = rewards
-        holders = [0] * len(flat)
-        for position, number in enumerate(order):
-            holders[number] = position // share
-        pool.holders.extend(holders)
-        pool.rewards.append(in_generation_order)
-        for i, number in enumerate(mine):
-            pool.local[base + number] = GeneratedRow(
+        if rewards.shape[0] != len(local_rows):
+            raise RuntimeError(
+                f"dynamic_sampling: TRL's _calculate_rewards returned {rewards.shape[0]} rows for this process's "
+                f"{len(local_rows)}; this TRL version is not supported with dynamic sampling. Set dynamic_sampling=False."
+            )
+        rows = [
+            GeneratedRow(
                 row=local_rows[i],
                 prompt_ids=prompt_ids[i],
                 completion_ids=completion_ids[i],
@@ -185,7 +245,44 @@ class GenerationRoundsMixin:
                 extra_logs={k: v[i] for k, v in round_logs.items() if len(v) == len(local_rows)},
                 tool_rollout=tool_rollouts[i],
                 generation_prompt=prompts[i] if self.environment_factories is not None else None,
+                rewards=rewards[i].tolist(),
             )
+            for i in range(len(local_rows))
+        ]
+        # `mine` runs through the segments in order, this process's share of each.
+        bounds = [0]
+        for segment in segments:
+            bounds.append(bounds[-1] + len(segment) // num_processes)
+        return [rows[low:high] for low, high in zip(bounds, bounds[1:], strict=False)]
+
+    def _settle_round(self, round_shares: list[list[GeneratedRow]], pool: GeneratedPool) -> None:
+        """Scores this process's groups of a round and adds every process's shares to `pool`. The round's one
+        collective gathers each share's informative count, and with prompt skipping each group's outcome summary
+        (`_outcome_summaries`: three small integers per group, not per completion)."""
+        group_size, num_processes = self.num_generations, self.accelerator.num_processes
+        counts, summaries, owns = [], [], []
+        for rows in round_shares:
+            scores = self._sampling_scores(torch.tensor([row.rewards for row in rows])).view(-1, group_size)
+            informative = informative_group_mask(scores, self.args.dynamic_sampling_tolerance)
+            groups = [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
+            owns.append(OwnShare(groups=groups, scores=scores, informative=informative.tolist()))
+            counts.append(int(informative.sum()))
+            if self._skipping:
+                summaries.append(self._outcome_summaries(scores, informative))
+        local = torch.tensor(counts, dtype=torch.int32)
+        if summaries:
+            local = torch.cat([local, torch.cat(summaries).flatten().to(torch.int32)])
+        gathered = self.accelerator.gather(local.to(self.accelerator.device)).cpu().view(num_processes, -1)
+        offset = len(owns)
+        for number, own in enumerate(owns):
+            pool.own[len(pool.shares) + num_processes * number + self.accelerator.process_index] = own
+        for number, own in enumerate(owns):
+            groups = len(own.groups)
+            pool.shares.extend(segment_shares(groups, gathered[:, number].tolist()))
+            if summaries:
+                block = gathered[:, offset : offset + groups * 3].reshape(num_processes * groups, 3)
+                pool.outcomes.append(block)
+                offset += groups * 3
 
     def _sampling_scores(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         if self._sampling_metric_index is not None:

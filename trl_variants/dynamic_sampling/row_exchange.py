@@ -6,7 +6,7 @@ the messages hold; only the payload's size has to precede it. Rows are pickled (
 fields, tensors included, pickle as they are), so extra per-row fields travel unchanged.
 
 With NCCL, `batch_isend_irecv` needs every rank in its first call on a group; here the group has always run
-collectives before (TRL's gathers of phase 1), so processes that exchange nothing may stay out.
+collectives before (the counts gathered in phase 1), so processes that exchange nothing may stay out.
 """
 
 import pickle

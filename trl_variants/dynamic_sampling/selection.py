@@ -49,19 +49,14 @@ def round_up_to_multiple(count: int, granularity: int) -> int:
     return -(-count // granularity) * granularity
 
 
-def group_granularity(num_generations: int, num_processes: int) -> int:
-    """Smallest number of groups whose rows split evenly over the processes."""
-    return num_processes // math.gcd(num_generations, num_processes)
-
-
 def groups_to_request(
     missing_groups: int, pass_rate: float | None, batch_groups: int, granularity: int
 ) -> int:
     """How many new groups to generate for `missing_groups` informative ones at the estimated `pass_rate`.
 
     `None` (nothing observed yet) asks for exactly what is missing; a rate of 0 asks for the cap. The request is
-    `ceil(missing / pass_rate * REFILL_MARGIN)`, rounded up to `granularity` (so every process gets the same
-    number of rows) and capped at `MAX_ROUND_SIZE_FACTOR * batch_groups`.
+    `ceil(missing / pass_rate * REFILL_MARGIN)`, rounded up to `granularity` (the number of processes, so every
+    process gets the same number of whole groups) and capped at `MAX_ROUND_SIZE_FACTOR * batch_groups`.
     """
     if missing_groups <= 0:
         return 0

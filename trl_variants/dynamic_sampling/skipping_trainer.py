@@ -1,10 +1,13 @@
 """Trainer glue for skipping prompts predicted degenerate (`skip_degenerate_prompts=True`); the rules are in
 `posterior` (`skip_predictor="posterior"`) and `skipping` (`"streak"`).
 
-`DynamicSamplingMixin` calls four hooks: `_skip_predicted_degenerate` on the dataloader batch's gathered indices,
-`_draw_prompt_indices` for refill prompts, `_record_prompt_outcomes` once a step's groups are scored, and the
-state save/load. Everything is decided from gathered data and from a random generator seeded by the run's seed and
-a draw counter, so every process holds the same history and takes the same decisions.
+`DynamicSamplingMixin` calls five hooks: `_skip_predicted_degenerate` on the dataloader batch's gathered indices,
+`_draw_prompt_indices` for refill prompts, `_outcome_summaries` on each process's own scored groups,
+`_record_prompt_outcomes` once a step's summaries are gathered, and the state save/load. Everything is decided
+from gathered data and from a random generator seeded by the run's seed and a draw counter, so every process holds
+the same history and takes the same decisions. The history needs every group's outcome, so with skipping on each
+round's gather carries three small integers per group (outcome, completions right, completions scored): per group,
+never per completion; without skipping nothing of the kind is gathered.
 
 Dataset rows carry no index in TRL, so the training dataloader is built over `IndexedRows`, which adds the row's
 dataset index under `ROW_INDEX_KEY`; only the indices cross processes, and the key is taken off each row before it
@@ -28,6 +31,7 @@ from .posterior import (
     thompson_generate_probabilities,
 )
 from .skipping import (
+    INFORMATIVE,
     INITIAL_EXPLORE_PROBABILITY,
     PromptHistory,
     adapt_explore_probability,
@@ -109,6 +113,14 @@ class PromptSkippingMixin:
         return getattr(self, "_prompt_history", None) is not None or getattr(self, "_pass_posterior", None) is not None
 
     @property
+    def _batch_by_index(self) -> bool:
+        """Whether dataloader rows are named by dataset index (a stream's prompt key), so that any process can
+        generate any of them: for the skipping rule's picks, and for groups straddling processes."""
+        return self._skipping or (
+            bool(getattr(self.args, "dynamic_sampling", False)) and self._groups_split_over_processes
+        )
+
+    @property
     def _skip_history(self):
         """The active predictor's per-row arrays: the pass-rate posterior or the streak history."""
         return self._pass_posterior if self._pass_posterior is not None else self._prompt_history
@@ -120,7 +132,7 @@ class PromptSkippingMixin:
         self._step_skipped = 0
 
     def _get_dataloader(self, dataset, description, batch_size, sampler_fn=None, is_training=False, **kwargs):
-        if is_training and self._skipping and not self._streaming:
+        if is_training and self._batch_by_index and not self._streaming:
             # A column removal would drop the index; the rows keep it like a signature column.
             self._set_signature_columns_if_needed()
             if ROW_INDEX_KEY not in self._signature_columns:
@@ -183,10 +195,21 @@ class PromptSkippingMixin:
         self._step_skipped += len(picked.skipped)
         return picked
 
-    def _record_prompt_outcomes(self, all_scores: torch.Tensor, informative: torch.Tensor) -> None:
-        """Updates the history from every group generated this step, adapts p and logs the skipping metrics."""
+    def _outcome_summaries(self, scores: torch.Tensor, informative: torch.Tensor) -> torch.Tensor:
+        """Per group of `scores` `(groups, G)`: its outcome code, completions right and completions scored, what the
+        history records (`group_outcomes`, `group_successes`)."""
+        right, scored = group_successes(scores, informative)
+        outcomes = group_outcomes(scores, informative)
+        return torch.stack([torch.from_numpy(column).long() for column in (outcomes, right, scored)], dim=1)
+
+    def _record_prompt_outcomes(self, summaries: torch.Tensor) -> None:
+        """Updates the history from the summaries of every group generated this step (`_outcome_summaries`, in
+        generation order), adapts p and logs the skipping metrics."""
         if not self._skipping:
             return
+        outcomes = summaries[:, 0].numpy().astype(np.int8)
+        right, scored = (summaries[:, column].numpy().astype(np.float64) for column in (1, 2))
+        informative = outcomes == INFORMATIVE
         if len(self._step_indices) != len(informative):
             raise RuntimeError(
                 f"skip_degenerate_prompts: {len(informative)} groups were generated but {len(self._step_indices)} "
@@ -196,10 +219,8 @@ class PromptSkippingMixin:
         if self._pass_posterior is not None:
             if self._streaming:  # the stream's length becomes known as it is read
                 self._set_posterior_memory()
-            right, scored = group_successes(all_scores, informative)
             self._pass_posterior.record(self._step_indices, right, scored, self.state.global_step)
         else:
-            outcomes = group_outcomes(all_scores, informative)
             self._prompt_history.record(self._step_indices, outcomes)
             seen = len(outcomes)
             target = args.skip_target_degenerate_share / 2
@@ -212,7 +233,7 @@ class PromptSkippingMixin:
         metrics["dynamic_sampling/skipped_prompts"].append(float(self._step_skipped))
         explored = np.asarray(self._step_candidates, dtype=bool)
         if explored.any():
-            informative_frac = float(informative.numpy()[explored].mean())
+            informative_frac = float(informative[explored].mean())
             metrics["dynamic_sampling/skip_candidates_informative_frac"].append(informative_frac)
         if self._prompt_history is not None:
             metrics["dynamic_sampling/explore_probability_easy"].append(self._explore_p["easy"])

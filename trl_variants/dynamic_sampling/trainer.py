@@ -5,14 +5,22 @@ Phase 1 generates and scores rounds of prompt groups through TRL's own prompt pr
 (environments, tools and images as in `GRPOTrainer`, see `replay`) and `_calculate_rewards` (so vLLM
 server/colocate modes and weight sync keep working, and each reward function runs once per completion) until the
 batch can be filled with informative groups (`rounds`). Refill prompts come from the training dataset, or from a
-streaming one (`stream`). Each process keeps the rows it
-generated; TRL's reward gather gives every process every row's scores, so every process takes the same decision,
-calls the same collectives the same number of times, and knows where every row is. The rows of the trained batch
-are then laid out over the processes, moving as few as possible (`placement`, `exchange`, `row_exchange`), so that
-each process ends with its usual number of rows, groups contiguous. Phase 2 runs TRL's unchanged
-`_generate_and_score_completions` once on each process's rows, with generation, tool calls and reward computation
-replayed from phase 1. Old-policy and reference log-probs, vLLM importance weights, advantages, `num_items_in_batch` and
-TRL's own metrics are therefore computed on the trained batch only, and by TRL's code.
+streaming one (`stream`). Each process keeps and scores only the rows it generated, every group whole on one
+process; per round, one small gather of counts tells every process how many informative groups each process's
+share of each segment holds, from which every process takes the same decision (`shares`), calls the same
+collectives the same number of times and knows which process holds each chosen group. The rows of the trained
+batch are then laid out over the processes, moving as few as possible, each with its rewards (`placement`,
+`exchange`, `row_exchange`), so that each process ends with its usual number of rows, groups contiguous. Phase 2
+runs TRL's unchanged `_generate_and_score_completions` once on each process's rows, with generation, tool calls
+and reward computation replayed from phase 1; the replayed rewards are gathered as `GRPOTrainer` gathers its own.
+Old-policy and reference log-probs, vLLM importance weights, advantages, `num_items_in_batch` and TRL's own
+metrics are therefore computed on the trained batch only, and by TRL's code. The step's sampling metrics are sums
+over the processes, reduced once per step.
+
+When each process's generation batch (`per_device_train_batch_size * steps_per_generation`) is not a multiple of
+`num_generations`, the dataloader's groups straddle processes. Phase 1 then generates them by dataset index (one
+integer per row gathered, as prompt skipping does) in one segment with the first refill groups, sized so that every
+process generates whole groups; the trained batch is laid out as TRL expects, groups straddling processes again.
 """
 
 import copy
@@ -25,6 +33,8 @@ import torch
 from transformers.utils import logging
 
 from ..rewards.overlong import is_soft_overlong_punishment
+from accelerate.utils import gather
+
 from .carry import (
     first_round_extra_groups_after_carry,
     plan_carry,
@@ -34,18 +44,11 @@ from .carry import (
 from .carry_checkpoint import load_carried_groups, save_carried_groups
 from .placement import CarriedGroups, TrainedBatch, place_batch
 from .replay import first_turn, replay_row, replaying_tools_and_environments
-from .reward_metric import ALL_GROUPS_REWARD_METRIC, mean_total_reward
+from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
 from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin
 from .row_exchange import exchange_objects
-from .selection import (
-    PassRateTracker,
-    RefillSampler,
-    degenerate_outcomes,
-    group_granularity,
-    groups_to_request,
-    informative_group_mask,
-    select_groups,
-)
+from .selection import PassRateTracker, RefillSampler, degenerate_outcomes, groups_to_request, select_groups
+from .shares import group_ref, share_flags
 from .skipping_trainer import PromptSkippingMixin
 from .stream import StreamRefill
 
@@ -119,7 +122,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             return super()._generate_and_score_completions(inputs)
         batch = self._sample_informative_batch(inputs)
         with (
-            self._replaying(batch.local, batch.rewards),
+            self._replaying(batch.local),
             replaying_tools_and_environments(self, batch.local),
             scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
         ):
@@ -129,18 +132,25 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
 
     def _sample_informative_batch(self, inputs: list[dict]) -> TrainedBatch:
         args, group_size = self.args, self.num_generations
+        num_processes = self.accelerator.num_processes
         first_segment = self._first_segment(inputs)
         batch_rows = len(first_segment)
         batch_groups = batch_rows // group_size
-        granularity = group_granularity(group_size, self.accelerator.num_processes)
         # Carried groups are always trained now, so none is carried twice.
         carried, self._carried = self._carried, CarriedGroups()
         needed = batch_groups - len(carried)
-        # Equal to `first_round_extra_groups` when nothing is carried.
+        # Equal to `first_round_extra_groups` when nothing is carried. Refills come in multiples of the number of
+        # processes, so that every process generates whole groups.
         extra_groups = first_round_extra_groups_after_carry(
-            batch_groups, len(carried), self._pass_rate.estimate, granularity
+            batch_groups, len(carried), self._pass_rate.estimate, num_processes
         )
-        segments = [first_segment, self._refill_sources(extra_groups)]
+        if self._groups_split_over_processes:
+            # The dataloader's groups straddle processes; with the first refills they form one segment of whole
+            # groups per process.
+            extra_groups += -(batch_groups + extra_groups) % num_processes
+            segments = [first_segment + self._refill_sources(extra_groups, already=batch_groups)]
+        else:
+            segments = [first_segment, self._refill_sources(extra_groups)]
         own_by_index = self._own_rows_by_index(inputs)
 
         # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
@@ -152,14 +162,16 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         rounds = 0
         while True:
             rounds += 1
-            for call in self._round_calls(segments, batch_rows):
-                self._generate_call(call, inputs, own_by_index, pool)
-            all_scores = self._sampling_scores(pool.all_rewards()).view(-1, group_size)
-            informative = informative_group_mask(all_scores, args.dynamic_sampling_tolerance)
-            found, seen = int(informative.sum()), len(informative)
+            round_shares = [
+                rows
+                for call in self._round_calls(segments, batch_rows)
+                for rows in self._generate_call(call, inputs, own_by_index)
+            ]
+            self._settle_round(round_shares, pool)
+            found, seen = pool.informative_groups, pool.groups
             if found >= needed or rounds >= args.dynamic_sampling_max_rounds:
                 break
-            request = groups_to_request(needed - found, found / seen, batch_groups, granularity)
+            request = groups_to_request(needed - found, found / seen, batch_groups, num_processes)
             segments = [self._refill_sources(request)]
             if not segments[0]:  # a stream with no unread prompt left
                 break
@@ -167,7 +179,8 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         self._metrics["train"] = saved_metrics
         self.state.num_input_tokens_seen = saved_tokens_seen
 
-        selection = select_groups(informative.tolist(), needed, fill=args.dynamic_sampling_on_exhausted == "fill")
+        flags = share_flags(pool.shares)
+        selection = select_groups(flags, needed, fill=args.dynamic_sampling_on_exhausted == "fill")
         ran_dry = self._streaming and self._refill_sampler.ran_dry
         if len(selection.indices) < needed:
             raise DynamicSamplingExhaustedError(
@@ -184,23 +197,24 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
                 + (f" {STREAM_RAN_DRY}" if ran_dry else "")
             )
         capacity = batch_groups if args.dynamic_sampling_carry_surplus else 0
-        surplus = plan_carry(informative.tolist(), selection.indices, capacity)
+        surplus = plan_carry(flags, selection.indices, capacity)
         batch, self._carried = place_batch(
-            carried, pool, selection.indices, surplus.carried, group_size, len(inputs),
-            self.accelerator.num_processes, self.accelerator.process_index, self._exchange_rows,
+            carried, pool, [group_ref(pool.shares, i) for i in selection.indices],
+            [group_ref(pool.shares, i) for i in surplus.carried], group_size, len(inputs), num_processes,
+            self.accelerator.process_index, self._exchange_rows,
         )  # fmt: skip
         # Recorded now, before this step's optimizer update: this is the policy that generated the rows.
         carried_per_process = Counter(holder for group in self._carried.holders for holder in group)
         most_rows = max(carried_per_process.values(), default=0)
         record_generating_logps(self, list(self._carried.rows.values()), most_rows, filler=batch.local[0])
-        self._log_sampling_step(pool, all_scores, informative, selection, surplus, rounds, len(carried))
+        self._log_sampling_step(pool, selection, surplus, rounds, len(carried))
         return batch
 
     def _own_rows_by_index(self, inputs: list[dict]) -> dict[int, list[dict]]:
         """This process's dataloader rows by dataset index (a stream's prompt key), for the skipping rule's picks
-        (empty without it)."""
+        or for groups straddling processes (empty otherwise)."""
         own: dict[int, list[dict]] = {}
-        if self._skipping:
+        if self._batch_by_index:
             for row in inputs:
                 own.setdefault(self._row_key(row), []).append(row)
         return own
@@ -216,12 +230,24 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
     def _exchange_rows(self, outgoing: dict[int, list], senders: list[int]) -> dict[int, list]:
         return exchange_objects(outgoing, senders, self.accelerator.device)
 
-    def _log_sampling_step(self, pool, all_scores, informative, selection, surplus, rounds, carried_groups) -> None:
+    def _log_sampling_step(self, pool: GeneratedPool, selection, surplus, rounds: int, carried_groups: int) -> None:
         args = self.args
-        found, seen = int(informative.sum()), len(informative)
-        all_correct, all_wrong = degenerate_outcomes(all_scores, informative)
+        found, seen = pool.informative_groups, pool.groups
         self._pass_rate.update(found, seen)
-        self._record_prompt_outcomes(all_scores, informative)
+        if self._skipping:
+            self._record_prompt_outcomes(torch.cat(pool.outcomes))
+        # Sums over this process's own groups, reduced once: degenerate kinds, rewards, generated tokens.
+        own = list(pool.own.values())
+        all_correct, all_wrong = degenerate_outcomes(
+            torch.cat([share.scores for share in own]), torch.tensor([flag for share in own for flag in share.informative])
+        )
+        local_rows = pool.local_rows()
+        reward_sum, completions = total_reward_sum(torch.tensor([row.rewards for row in local_rows]), self.reward_weights)
+        tokens = sum(len(row.completion_ids) for row in local_rows)
+        sums = torch.tensor(
+            [all_correct, all_wrong, reward_sum, completions, tokens], dtype=torch.float64, device=self.accelerator.device
+        )
+        all_correct, all_wrong, reward_sum, completions, tokens = self.accelerator.reduce(sums, reduction="sum").tolist()
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
@@ -235,19 +261,15 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         if args.dynamic_sampling_carry_surplus:
             metrics["dynamic_sampling/carried_groups"].append(float(carried_groups))
         # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
-        local_tokens = sum(len(row.completion_ids) for row in pool.local.values())
-        generated_tokens = self.accelerator.reduce(
-            torch.tensor(float(local_tokens), device=self.accelerator.device), reduction="sum"
-        )
-        metrics["dynamic_sampling/generated_tokens"].append(float(generated_tokens))
+        metrics["dynamic_sampling/generated_tokens"].append(tokens)
         # TRL's `reward` covers the trained (informative) groups only; this is what it would show without filtering.
-        metrics[ALL_GROUPS_REWARD_METRIC].append(mean_total_reward(pool.all_rewards(), self.reward_weights))
+        metrics[ALL_GROUPS_REWARD_METRIC].append(reward_sum / completions)
 
     # Phase 2: replay into TRL's scoring pass.
 
     @contextmanager
-    def _replaying(self, local: list[GeneratedRow], batch_rewards: torch.Tensor):
-        batch_rewards = batch_rewards.to(self.accelerator.device)
+    def _replaying(self, local: list[GeneratedRow]):
+        local_rewards = torch.tensor([row.rewards for row in local], device=self.accelerator.device)
         extra_keys = sorted({key for row in local for key in row.extra})
 
         def replay_generation(prompts, trainer):
@@ -265,7 +287,8 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             return output
 
         def replay_rewards(inputs, prompts, completions, completion_ids_list):
-            return batch_rewards
+            # As `GRPOTrainer._calculate_rewards` ends: every process's rewards, in process order.
+            return gather(local_rewards)
 
         saved_rollout_func = self.rollout_func
         # TRL's rollout hook is its one entry point that accepts ready-made completions; `_generate` still

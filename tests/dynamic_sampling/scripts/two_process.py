@@ -7,8 +7,8 @@ Runs follow each other in the same process group: one with a reward that makes a
 degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
 history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
-refill from. Each
-rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
+refill from, and the first again with six rows per process, so that the dataloader's groups straddle the
+processes. Each rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
 import argparse
@@ -36,10 +36,12 @@ from trl_variants.toy import make_toy_task  # noqa: E402
 
 NUM_GENERATIONS = 4
 PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
+SPLIT_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of them on both processes
 STEPS = 3
 MAX_ROUNDS = 3
 
-# Every `select_groups` decision of this process, appended by the wrapper below.
+# Every `select_groups` decision of this process (on the per-share flags, `shares.share_flags`), appended by the
+# wrapper below.
 decisions: list[dict] = []
 _select_groups = sampling_rounds.select_groups
 
@@ -52,13 +54,26 @@ def recording_select_groups(informative, batch_groups, fill):
 
 sampling_rounds.select_groups = recording_select_groups
 
+# What phase 2 hands TRL as the batch's rewards: the gather of each rank's trained rows' rewards.
+gathered_rewards: list[list] = []
+_gather = sampling_rounds.gather
 
-def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_overrides) -> None:
+
+def recording_gather(tensor):
+    gathered = _gather(tensor)
+    gathered_rewards.append(gathered.tolist())
+    return gathered
+
+
+sampling_rounds.gather = recording_gather
+
+
+def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=PER_DEVICE_BATCH, **config_overrides):
     decisions.clear()
     config = toy_config(
         DAPOConfig,
         out_dir / name,
-        per_device_train_batch_size=PER_DEVICE_BATCH,
+        per_device_train_batch_size=per_device,
         num_generations=NUM_GENERATIONS,
         max_steps=STEPS,
         dynamic_sampling_max_rounds=MAX_ROUNDS,
@@ -79,16 +94,14 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, **config_ove
             {
                 "prompts": [row.row["prompt"] for row in batch.local],
                 "completion_ids": [row.completion_ids for row in batch.local],
-                "rewards": batch.rewards.view(trainer.accelerator.num_processes, len(batch.local), -1)[
-                    trainer.accelerator.process_index
-                ].tolist(),
-                "batch_rewards": batch.rewards.tolist(),
+                "rewards": [list(row.rewards) for row in batch.local],
             }
         )
         return batch
 
     def recording_generate_and_score(inputs):
         output = generate_and_score(inputs)
+        batches[-1]["batch_rewards"] = gathered_rewards.pop()
         local_rows.append(
             {
                 "rows": int(output["prompt_ids"].shape[0]),
@@ -201,6 +214,8 @@ def main() -> None:
         train_dataset=task.train_dataset.select(range(4)).to_iterable_dataset(), shuffle_dataset=False,
     )  # fmt: skip
     run_environment(args.out)
+    # Six rows per process and groups of four: the dataloader's groups straddle the processes.
+    run("split", HalfDegenerateReward(NUM_GENERATIONS), task, args.out, per_device=SPLIT_PER_DEVICE_BATCH)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
     if torch.distributed.is_initialized():
         torch.distributed.barrier()

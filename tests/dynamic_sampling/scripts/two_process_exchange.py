@@ -30,6 +30,7 @@ from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa:
 from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.dynamic_sampling.exchange import ExchangePlan, plan_exchange  # noqa: E402
+from trl_variants.dynamic_sampling.shares import local_position  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
 NUM_GENERATIONS = 4
@@ -42,6 +43,12 @@ def plan_in_batch_order(holders, rows_per_process, num_processes):
     group_size = len(holders[0])
     positions = [[group * group_size + row for row in range(group_size)] for group in range(len(holders))]
     return ExchangePlan(order=list(range(len(holders))), positions=positions, rows_per_process=rows_per_process)
+
+
+def generation_index(pool, ref) -> int:
+    """The generation-order number of one of this rank's groups."""
+    start = sum(share.groups for share in pool.shares[: ref.share])
+    return start + local_position(pool.own[ref.share].informative, ref)
 
 
 def ids(row) -> list[list[int]]:
@@ -69,18 +76,30 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
     place_batch = sampling_trainer.place_batch
     exchange_rows = trainer._exchange_rows
 
-    def recording_place_batch(carried, pool, selected, surplus, *args):
-        batch, next_carried = place_batch(carried, pool, selected, surplus, *args)
+    def recording_place_batch(carried, pool, trained, surplus, *args):
+        batch, next_carried = place_batch(carried, pool, trained, surplus, *args)
+        rank = trainer.accelerator.process_index
+        generated, rewards = {}, {}
+        for share, own in pool.own.items():
+            start = sum(earlier.groups for earlier in pool.shares[:share])
+            for position, group in enumerate(own.groups):
+                for row_number, row in enumerate(group):
+                    number = (start + position) * NUM_GENERATIONS + row_number
+                    generated[number], rewards[number] = ids(row), list(row.rewards)
         steps.append(
             {
                 "global_step": trainer.state.global_step,
-                "rewards": pool.all_rewards().tolist(),
-                "generated": {number: ids(row) for number, row in pool.local.items()},
+                "shares": [[share.process, share.groups, share.informative] for share in pool.shares],
+                # This rank's own rows only, by generation-order number: no rank knows another's rewards.
+                "rewards": rewards,
+                "generated": generated,
                 "carried_groups": len(carried),
-                "selected": list(selected),
-                "surplus": list(surplus),
+                # The chosen groups this rank holds: position in the decision's list -> generation-order group.
+                "selected": {i: generation_index(pool, ref) for i, ref in enumerate(trained) if pool.holder(ref) == rank},
+                "surplus": {i: generation_index(pool, ref) for i, ref in enumerate(surplus) if pool.holder(ref) == rank},
                 "trained": [ids(row) for row in batch.local],
                 "carried_out": [ids(row) for row in next_carried.rows.values()],
+                "carried_out_rewards": [list(row.rewards) for row in next_carried.rows.values()],
                 "sent_rows": 0,
             }
         )
