@@ -38,6 +38,7 @@ from transformers.trainer_callback import PrinterCallback  # noqa: E402
 
 from trl_variants.real.run import make_held_out, make_training_source, variant_config  # noqa: E402
 from trl_variants.real.smollm2 import load_smollm2  # noqa: E402
+from trl_variants.vllm_cpu import keep_linear_weights_reloadable  # noqa: E402
 
 ARMS = {
     "grpo": ("grpo", {}, "TRL GRPOTrainer"),
@@ -98,6 +99,8 @@ def measure_arm(arm: str, backend: str, steps: int, warmup: int, seed: int, trai
     model, tokenizer = load_smollm2()
     with tempfile.TemporaryDirectory() as output_dir:
         config = variant_config(variant, output_dir, seed, warmup + steps, overrides)
+        # TRL's own GRPOTrainer does not make vLLM's CPU engine keep reloadable weights; the package's trainers do.
+        keep_linear_weights_reloadable(config)
         trainer = VARIANTS[variant].trainer_class(
             model, [train.reward_func], args=config, train_dataset=train.dataset, processing_class=tokenizer
         )
