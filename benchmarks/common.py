@@ -35,6 +35,8 @@ from trl_variants.toy import greedy_accuracy, make_toy_task  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# `DAPOTrainer` exactly as the paper publishes it: both of dynamic sampling's savings off (they are on by default).
+DAPO_AS_PUBLISHED = {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False}
 
 
 @dataclass

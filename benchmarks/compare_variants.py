@@ -78,6 +78,7 @@ def variant_trainer_and_config(variant: str, output_dir: str, shared: dict):
         output_dir,
         dynamic_sampling=variant != "dapo",
         skip_degenerate_prompts=variant == "dapo_skip",
+        dynamic_sampling_carry_surplus=False,
         overlong_buffer_length=buffer if buffer < shared["max_completion_length"] else None,
         **shared,
     )

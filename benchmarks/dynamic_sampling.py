@@ -3,8 +3,8 @@
     python benchmarks/dynamic_sampling.py [--seeds 0 1 2] [--workers 2] [--smoke] [--output PATH]
 
 Four arms, each trained from the same warm-started policy of a seed at 8 and at 64 prompt groups per step:
-`off` (no dynamic sampling), `ds` (dynamic sampling, surplus informative groups dropped), `carry`
-(`dynamic_sampling_carry_surplus=True`) and `carry+skip` (also `skip_degenerate_prompts=True`). The training set
+`off` (no dynamic sampling), `ds` (dynamic sampling as published, surplus informative groups dropped), `carry`
+(`dynamic_sampling_carry_surplus=True`, no skipping) and `carry+skip` (also `skip_degenerate_prompts=True`). The training set
 is a fixed random subset of the graded task's problems, small enough that every run sees it several times, so
 that prompt skipping has a history to act on from the second epoch.
 
@@ -40,8 +40,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO_ROOT / "docs" / "results" / "dynamic_sampling_benchmark.md"
 ARMS = {
     "off": {"dynamic_sampling": False},
-    "ds": {},
-    "carry": {"dynamic_sampling_carry_surplus": True},
+    "ds": common.DAPO_AS_PUBLISHED,
+    "carry": {**common.DAPO_AS_PUBLISHED, "dynamic_sampling_carry_surplus": True},
     "carry+skip": {"dynamic_sampling_carry_surplus": True, "skip_degenerate_prompts": True},
 }
 NUM_GENERATIONS = 8

@@ -5,7 +5,8 @@ Three arms train from the same policy with the same seed and data:
 - `grpo`: TRL's `GRPOTrainer` with DAPO's effective settings (`loss_type="dapo"`, `epsilon=0.2`,
   `epsilon_high=0.28`, `scale_rewards="group"`, `beta=0`, no truncation masking);
 - `dapo`: `DAPOTrainer` with `dynamic_sampling=False` (the same maths, so the trajectories should match);
-- `dapo_dynamic_sampling`: `DAPOTrainer` with dynamic sampling, instrumented with phase timers.
+- `dapo_dynamic_sampling`: `DAPOTrainer` with dynamic sampling as published (skipping and carrying off),
+  instrumented with phase timers.
 
 The arms run as alternating short runs in one process (order reversed every repeat), so machine drift hits all of
 them alike; the first step of every run is left out as warm-up. Peak memory is measured in separate alternating
@@ -56,7 +57,7 @@ def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
     if arm == "dapo":
         return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling=False, **shared)
     if arm == "dapo_dynamic_sampling":
-        return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling=True, **shared)
+        return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling=True, **common.DAPO_AS_PUBLISHED, **shared)
     raise ValueError(f"arm={arm!r} is not allowed; expected one of {sorted(ARMS)}.")
 
 

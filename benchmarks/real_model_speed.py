@@ -4,7 +4,7 @@ transformers (`generate`) and with vLLM in colocate mode, and where a step's tim
 
 Arms (the example's settings; only the algorithm's fields differ):
 - `grpo`: TRL's `GRPOTrainer`;
-- `dapo`: `DAPOTrainer` with its defaults (dynamic sampling, overlong buffer of 8 tokens);
+- `dapo`: `DAPOTrainer` as published (dynamic sampling, overlong buffer of 8 tokens, skipping and carrying off);
 - `dapo_skip_carry`: `DAPOTrainer` with `skip_degenerate_prompts=True` and `dynamic_sampling_carry_surplus=True`;
 - `dr_grpo`: `DrGRPOTrainer`.
 
@@ -42,7 +42,7 @@ from trl_variants.vllm_cpu import keep_linear_weights_reloadable  # noqa: E402
 
 ARMS = {
     "grpo": ("grpo", {}, "TRL GRPOTrainer"),
-    "dapo": ("dapo", {}, "DAPOTrainer, defaults"),
+    "dapo": ("dapo", common.DAPO_AS_PUBLISHED, "DAPOTrainer as published"),
     "dapo_skip_carry": (
         "dapo",
         {"skip_degenerate_prompts": True, "dynamic_sampling_carry_surplus": True},

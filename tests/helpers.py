@@ -22,6 +22,9 @@ TEST_DEFAULTS = dict(
     save_strategy="no",
     seed=0,
 )
+# DAPO exactly as published: dynamic sampling without prompt skipping or carrying (both on by default), for tests
+# of dynamic sampling's own behaviour.
+DAPO_AS_PUBLISHED = dict(skip_degenerate_prompts=False, dynamic_sampling_carry_surplus=False)
 
 
 def toy_config(config_class, output_dir, **overrides):

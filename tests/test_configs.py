@@ -188,7 +188,7 @@ def test_wrong_field_type_names_field_value_and_types(config_class, field, value
         ("overlong_penalty_factor", "1", "a number (int or float)"),
         ("dynamic_sampling", "no", "a bool (True or False)"),
         ("dynamic_sampling_max_rounds", 2.0, "an integer"),
-        ("skip_degenerate_prompts", 1, "a bool (True or False)"),
+        ("skip_degenerate_prompts", 1, "a bool (True or False) or None"),
     ],
 )
 def test_wrong_dapo_field_type_is_rejected(field, value, expected, tmp_path):
@@ -208,7 +208,11 @@ def test_skip_predictor_and_memory_are_checked_when_skipping(tmp_path):
             skip_degenerate_prompts=True, skip_predictor="beta")  # fmt: skip
     rejects(DAPOConfig, tmp_path, r"skip_memory_epochs=0 is not allowed; expected > 0",
             skip_degenerate_prompts=True, skip_memory_epochs=0)  # fmt: skip
+    # Under the default (None: skipping on with dynamic sampling) the predictor is checked too.
+    rejects(DAPOConfig, tmp_path, r"skip_predictor='beta' is not allowed", skip_predictor="beta")
+    build(DAPOConfig, tmp_path, skip_degenerate_prompts=False, skip_predictor="beta")
+    build(DAPOConfig, tmp_path, dynamic_sampling=False, skip_predictor="beta")
     config = build(DAPOConfig, tmp_path)
-    # DAPO as published: neither skipping nor carrying by default; the posterior is the predictor when skipping.
-    assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (False, False)
+    # Both on wherever supported (resolved by the trainer); the posterior is the predictor.
+    assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (None, None)
     assert (config.skip_predictor, config.skip_memory_epochs) == ("posterior", 1.0)

@@ -328,6 +328,21 @@ def test_any_optional_recipe_key_can_be_unset_from_the_command_line(toy_files, t
     assert plain.training_args.report_to in ([], "none", ["none"])
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], (None, None)),
+        (["--skip_degenerate_prompts", "--dynamic_sampling_carry_surplus"], (True, True)),
+        (["--skip_degenerate_prompts", "false", "--dynamic_sampling_carry_surplus=False"], (False, False)),
+        (["--skip_degenerate_prompts", "true", "--dynamic_sampling_carry_surplus", "none"], (True, None)),
+    ],
+)
+def test_on_where_supported_options_take_a_bare_flag_a_bool_or_none(toy_files, tmp_path, flags, expected):
+    argv = [*toy_flags(toy_files, tmp_path), "--reward_funcs", "dapo_accuracy", *flags]
+    args = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS).training_args
+    assert (args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus) == expected
+
+
 def test_recipe_runs_on_local_data_with_its_hub_settings_turned_off(toy_files, tmp_path, monkeypatch):
     """The GSM8K recipe's Hub config and system prompt turned off from the command line; `answer` is still there
     for a reward that reads it, although `solution_column: answer` maps it to `solution`."""

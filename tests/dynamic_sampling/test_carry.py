@@ -28,7 +28,7 @@ from trl_variants.dynamic_sampling.selection import first_round_extra_groups
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
-from ..helpers import run_two_processes, toy_config, toy_trainer
+from ..helpers import DAPO_AS_PUBLISHED, run_two_processes, toy_config, toy_trainer
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
 
 G = 4
@@ -95,21 +95,17 @@ def test_placing_generating_logps_replaces_only_carried_rows_and_their_real_toke
     assert old.abs().sum() == 0  # the input is left untouched
 
 
-def test_misaligned_generation_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="gradient_accumulation_steps=2 is not allowed"):
-        toy_config(
-            DAPOConfig,
-            tmp_path,
-            per_device_train_batch_size=4,
-            gradient_accumulation_steps=2,
-            steps_per_generation=4,
-            dynamic_sampling_carry_surplus=True,
-        )
-    # The same layout is fine without carrying, and carrying is off by default.
-    config = toy_config(
-        DAPOConfig, tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=2, steps_per_generation=4
-    )
-    assert config.dynamic_sampling_carry_surplus is False
+def test_misaligned_generation_is_refused_only_when_carrying_is_asked_for(tmp_path):
+    layout = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "steps_per_generation": 4}
+    with pytest.raises(
+        ValueError,
+        match=r"^dynamic_sampling_carry_surplus=True is not allowed; expected None \(on where supported\) or False, "
+        r"because gradient_accumulation_steps \(2\) is not a multiple",
+    ):
+        toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=True)
+    # The default accepts the layout; the trainer then trains without carrying (tests/dynamic_sampling/test_options.py).
+    assert toy_config(DAPOConfig, tmp_path, **layout).dynamic_sampling_carry_surplus is None
+    assert toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=False)
 
 
 # Trainer runs.
@@ -301,7 +297,7 @@ def test_carried_rows_importance_sampling_uses_the_generating_policy(shared_task
 
 def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
-    config = toy_config(DAPOConfig, tmp_path, max_steps=3)
+    config = toy_config(DAPOConfig, tmp_path, max_steps=3, **DAPO_AS_PUBLISHED)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]

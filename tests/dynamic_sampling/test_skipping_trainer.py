@@ -72,11 +72,10 @@ def recording_picks(trainer) -> list[dict]:
 
 def skip_config(output_dir, **overrides):
     # The streak predictor; a step of 0.5 takes p to its floor within two steps, so that skipping shows within a
-    # short run.
-    return toy_config(
-        DAPOConfig, output_dir, skip_degenerate_prompts=True, skip_predictor="streak", skip_probability_step=0.5,
-        **overrides,
-    )  # fmt: skip
+    # short run. Without carrying, so that every generated group is this step's.
+    settings = dict(skip_degenerate_prompts=True, dynamic_sampling_carry_surplus=False, skip_predictor="streak",
+                    skip_probability_step=0.5)  # fmt: skip
+    return toy_config(DAPOConfig, output_dir, **{**settings, **overrides})
 
 
 def expected_history(task, reward) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +194,7 @@ def test_all_degenerate_dataset_still_trains_with_one_warning(task, tmp_path, mo
 
 def test_skipping_off_leaves_the_dataloader_rows_unmarked(task, tmp_path):
     reward = IndexBlindReward(G)
-    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, max_steps=1), task, reward_funcs=[reward])
+    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, max_steps=1, skip_degenerate_prompts=False), task, reward_funcs=[reward])
     trainer.train()
     assert trainer._prompt_history is None
     assert not any("dynamic_sampling/skipped_prompts" in entry for entry in trainer.state.log_history)

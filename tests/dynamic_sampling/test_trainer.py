@@ -9,6 +9,7 @@ forward passes, then call the original.
 import copy
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from trl_variants.dynamic_sampling.trainer import (
 )
 from trl_variants.rewards import SoftOverlongPunishment
 
-from ..helpers import toy_config, toy_trainer
+from ..helpers import DAPO_AS_PUBLISHED, toy_config, toy_trainer
 from .scripts.rewards import (
     ALL_CORRECT,
     LIVE,
@@ -242,6 +243,7 @@ def three_way_run(shared_task, tmp_path, metric):
         overlong_buffer_length=4,  # punishment starts after 2 of the 6 completion tokens
         temperature=2.0,  # varied completion lengths, so all-correct groups differ in punishment
         dynamic_sampling_metric=metric,
+        **DAPO_AS_PUBLISHED,  # every kept group is this step's, as the expected selection assumes
     )
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[reward])
     recorder = record(trainer)
@@ -428,7 +430,10 @@ def test_reference_log_probs_are_computed_on_the_trained_rows_only(shared_task, 
     shared_task.model.save_pretrained(model_dir)
     shared_task.tokenizer.save_pretrained(model_dir)
     reward = HalfDegenerateReward(G)
-    config = toy_config(DAPOConfig, tmp_path / "run", per_device_train_batch_size=GENERATION_ROWS, beta=0.04, max_steps=2)
+    config = toy_config(
+        DAPOConfig, tmp_path / "run", per_device_train_batch_size=GENERATION_ROWS, beta=0.04, max_steps=2,
+        **DAPO_AS_PUBLISHED,  # carrying adds a no-grad forward over the carried rows
+    )  # fmt: skip
     trainer = DAPOTrainer(
         str(model_dir),
         [reward],
@@ -489,5 +494,17 @@ def test_carrying_is_refused_for_vision_language_models(task, tmp_path):
     config = toy_config(DAPOConfig, tmp_path, dynamic_sampling_carry_surplus=True)
     trainer = toy_trainer(DAPOTrainer, config, task)
     trainer._is_vlm = True
-    with pytest.raises(ValueError, match="dynamic_sampling_carry_surplus=True does not support vision-language models"):
+    with pytest.raises(ValueError, match="dynamic_sampling_carry_surplus=True is not allowed: vision-language models"):
         trainer._setup_dynamic_sampling()
+
+
+def test_default_carrying_turns_off_for_vision_language_models_and_says_why(task, tmp_path, caplog):
+    """The default (None) never refuses a run: for a VLM it trains without carrying and names the reason."""
+    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path), task)
+    assert trainer._options.carry_surplus and trainer._options.skip_degenerate_prompts
+    trainer._is_vlm = True
+    with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.trainer"):
+        trainer._setup_dynamic_sampling()
+    assert not trainer._options.carry_surplus and trainer._options.skip_degenerate_prompts
+    assert "surplus groups are not carried: vision-language models are not supported" in caplog.text
+    assert "False (vision-language models" in str(trainer._variant_settings()["dynamic sampling carries surplus groups"])

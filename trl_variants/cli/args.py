@@ -131,6 +131,10 @@ class VariantParser(TrlParser):
     def _parse_dataclass_field(self, parser, field):
         title = help_group_title(self._variant, self._adding, field.name)
         TrlParser._parse_dataclass_field(self._group(title), field)
+        action = self._option_string_actions.get(f"--{field.name}")
+        if field.type == bool | None and field.default is None and action is not None and action.nargs is None:
+            # An on-where-supported option (default None): a bare flag turns it on, as for a plain bool field.
+            action.nargs, action.const = "?", True
         complement = self._option_string_actions.get(f"--no_{field.name}")
         if complement is not None and complement.dest == field.name:
             complement.help = f"Sets {field.name} to False."

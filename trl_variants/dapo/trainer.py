@@ -31,8 +31,10 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls,
       environment episodes and images as `GRPOTrainer` has them and refill prompts from map-style or streaming
       datasets; see `trl_variants.dynamic_sampling.trainer`.
-    - `skip_degenerate_prompts=True`: prompts whose history predicts a degenerate group are skipped before
-      generation and replaced by refill prompts; see `trl_variants.dynamic_sampling.skipping`.
+    - Prompt skipping and carrying (`skip_degenerate_prompts`, `dynamic_sampling_carry_surplus`, on by default
+      wherever supported): prompts whose history predicts a degenerate group are skipped before generation and
+      replaced by refill prompts (`trl_variants.dynamic_sampling.skipping`); informative groups beyond the batch
+      are trained in the next one (`trl_variants.dynamic_sampling.carry`). Both `False` is DAPO as published.
     - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state
       (with the per-prompt history when skipping).
     - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
@@ -112,13 +114,16 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_max_rounds,
                 args.dynamic_sampling_on_exhausted,
             )
-            settings["dynamic sampling carries surplus groups"] = args.dynamic_sampling_carry_surplus
-            if args.skip_degenerate_prompts and args.skip_predictor == "posterior":
+            options = self._options
+            settings["dynamic sampling carries surplus groups"] = (
+                options.carry_surplus if options.carry_off_reason is None else f"False ({options.carry_off_reason})"
+            )
+            if options.skip_degenerate_prompts and args.skip_predictor == "posterior":
                 settings["skip degenerate prompts (posterior: memory epochs, min explore probability)"] = (
                     args.skip_memory_epochs,
                     args.skip_min_explore_probability,
                 )
-            elif args.skip_degenerate_prompts:
+            elif options.skip_degenerate_prompts:
                 settings["skip degenerate prompts (streak: target share, p step, min explore probability)"] = (
                     args.skip_target_degenerate_share,
                     args.skip_probability_step,

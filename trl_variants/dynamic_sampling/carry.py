@@ -85,14 +85,14 @@ def first_round_extra_groups_after_carry(
 
 
 def carry_alignment_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
-    """`None` when a carried group stays within one optimizer step of its generating policy, else the reason."""
+    """`None` when a carried group stays within one optimizer step of its generating policy, else why it would not."""
     generate_every = steps_per_generation * num_iterations
     if gradient_accumulation_steps % generate_every == 0:
         return None
     return (
-        f"a multiple of steps_per_generation * num_iterations ({steps_per_generation} * {num_iterations} = "
-        f"{generate_every}), so that a generation batch is trained within one optimizer step and a carried group "
-        "is at most one optimizer step stale; or set dynamic_sampling_carry_surplus=False"
+        f"gradient_accumulation_steps ({gradient_accumulation_steps}) is not a multiple of steps_per_generation * "
+        f"num_iterations ({steps_per_generation} * {num_iterations} = {generate_every}), so a carried group could be "
+        "more than one optimizer step stale"
     )
 
 

@@ -70,18 +70,18 @@ class IndexedRows(Dataset):
 
 class PromptSkippingMixin:
     """Skips prompts whose history says they are degenerate, before generating them. Used by
-    `DynamicSamplingMixin`; every hook is a no-op when `skip_degenerate_prompts=False`."""
+    `DynamicSamplingMixin`; every hook is a no-op when skipping is off."""
 
     def _setup_prompt_skipping(self) -> None:
         args = self.args
         self._prompt_history = None
         self._pass_posterior = None
-        if not getattr(args, "skip_degenerate_prompts", False) or self._refill_sampler is None:
+        if not self._options.skip_degenerate_prompts or self._refill_sampler is None:
             return
         if ROW_INDEX_KEY in (getattr(self.train_dataset, "column_names", None) or []):
             raise ValueError(
-                f"skip_degenerate_prompts=True marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset "
-                "already has; rename that column or set skip_degenerate_prompts=False."
+                f"skip_degenerate_prompts marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset already "
+                "has; rename that column or set skip_degenerate_prompts=False."
             )
         key_space = STREAM_KEY_SPACE if self._streaming else len(self.train_dataset)
         if args.skip_predictor == "posterior":

@@ -42,6 +42,7 @@ from .carry import (
     scoring_with_generating_logps,
 )
 from .carry_checkpoint import load_carried_groups, save_carried_groups
+from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
 from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
@@ -78,13 +79,14 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         # Surplus informative groups carried to the next generation batch, each row on the process that will train
         # it; checkpoints save them (carry_checkpoint.py).
         self._carried = CarriedGroups()
+        self._options = resolve_sampling_options(
+            args.dynamic_sampling, args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus,
+            args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, self._is_vlm,
+        )  # fmt: skip
         if not args.dynamic_sampling:
             return
-        if self._is_vlm and args.dynamic_sampling_carry_surplus:
-            raise ValueError(
-                "dynamic_sampling_carry_surplus=True does not support vision-language models: a carried row's "
-                "generating log-probs are recorded without its images. Set dynamic_sampling_carry_surplus=False."
-            )
+        if self._options.carry_off_reason is not None:
+            logger.info(f"Dynamic sampling: surplus groups are not carried: {self._options.carry_off_reason}.")
         self._sampling_metric_index = self._resolve_sampling_metric(args.dynamic_sampling_metric)
         dataset = self.train_dataset
         if dataset is None:
@@ -196,7 +198,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
                 f"filled the batch with {len(selection.filled)} degenerate groups (no signal on the sampling metric)."
                 + (f" {STREAM_RAN_DRY}" if ran_dry else "")
             )
-        capacity = batch_groups if args.dynamic_sampling_carry_surplus else 0
+        capacity = batch_groups if self._options.carry_surplus else 0
         surplus = plan_carry(flags, selection.indices, capacity)
         batch, self._carried = place_batch(
             carried, pool, [group_ref(pool.shares, i) for i in selection.indices],
@@ -258,7 +260,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
         metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
         metrics["dynamic_sampling/filled"].append(float(bool(selection.filled)))
         metrics["dynamic_sampling/dropped_informative_groups"].append(float(len(surplus.dropped)))
-        if args.dynamic_sampling_carry_surplus:
+        if self._options.carry_surplus:
             metrics["dynamic_sampling/carried_groups"].append(float(carried_groups))
         # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
         metrics["dynamic_sampling/generated_tokens"].append(tokens)
@@ -317,7 +319,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
                 json.dump(self._dynamic_sampling_state(), state_file)
             self._save_prompt_history(checkpoint_dir)
-        if self.args.dynamic_sampling and self.args.dynamic_sampling_carry_surplus:
+        if self._options.carry_surplus:
             save_carried_groups(self, checkpoint_dir)
 
     def _load_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
@@ -330,5 +332,5 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
         self._load_skipping_state(state.get("skipping"), checkpoint_dir)
-        if self.args.dynamic_sampling_carry_surplus:
+        if self._options.carry_surplus:
             self._carried = load_carried_groups(self, checkpoint_dir)

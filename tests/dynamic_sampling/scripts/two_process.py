@@ -3,11 +3,12 @@ keep/drop decision and the rows each process trains on (its share of the batch a
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process.py --out DIR
 
-Runs follow each other in the same process group: one with a reward that makes about half the groups
-degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
+Runs follow each other in the same process group, as DAPO is published (no prompt skipping, no carrying) unless
+said otherwise: one with a reward that makes about half the groups degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
 history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
-refill from, and the first again with six rows per process, so that the dataloader's groups straddle the
+refill from, tool calling in an environment at the package's defaults (skipping and carrying on), and the first
+again with six rows per process, so that the dataloader's groups straddle the
 processes. Each rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
 
@@ -30,7 +31,7 @@ from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
     tool_call_task,
 )
 from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward  # noqa: E402
-from tests.helpers import toy_config  # noqa: E402
+from tests.helpers import DAPO_AS_PUBLISHED, toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
@@ -77,7 +78,8 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=P
         num_generations=NUM_GENERATIONS,
         max_steps=STEPS,
         dynamic_sampling_max_rounds=MAX_ROUNDS,
-        **config_overrides,
+        # DAPO as published unless a run turns an option on: the tests recompute each step's selection from it.
+        **{**DAPO_AS_PUBLISHED, **config_overrides},
     )
     trainer = DAPOTrainer(
         task.model, [reward], args=config, train_dataset=train_dataset or task.train_dataset,
