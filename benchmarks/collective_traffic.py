@@ -8,7 +8,8 @@
 
 Each `--package NAME=DIR` names a directory holding a `trl_variants` package (e.g. a `git archive` of an older
 commit); every setting runs once per package and seed (`--seeds`: the trainers' seed, which orders the data and
-draws the refills), so the packages are compared on the same model, data, seed and reward. A setting is `torchrun --nproc_per_node P` on the CPU (gloo) with completions of exactly L tokens
+draws the refills), so the packages are compared on the same model, data, seed and reward. A setting is
+`torchrun --nproc_per_node P` on the CPU (gloo) with completions of exactly L tokens
 (`min_new_tokens` = `max_completion_length` = L), training three arms one after the other: `GRPOTrainer`,
 `DAPOTrainer` at its defaults, and `DAPOTrainer` with `dynamic_sampling_carry_surplus=True`.
 
@@ -41,7 +42,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from collective_traffic_report import ARMS, NUM_GENERATIONS, PER_DEVICE_BATCH, per_token_costs, projection, report  # noqa: E402, F401
+from collective_traffic_report import (  # noqa: E402, F401
+    ARMS, NUM_GENERATIONS, PER_DEVICE_BATCH, per_token_costs, projection, report,
+)
 from traffic_probes import RowMemory, Traffic  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -181,7 +181,8 @@ def growth_section(results: dict) -> list[str]:
     for package, length in settings:
         for arm in ARMS[1:]:
             bytes_growth, rows_growth = growth(results, package, length, arm)
-            kilobytes = Interval(bytes_growth.mean / 1e3, bytes_growth.low / 1e3, bytes_growth.high / 1e3, bytes_growth.n)
+            kilobytes = Interval(*(value / 1e3 for value in (bytes_growth.mean, bytes_growth.low, bytes_growth.high)),
+                                 bytes_growth.n)  # fmt: skip
             lines.append(
                 f"| {package} | {length} | {arm} | {kilobytes.text(2)} | {verdict(bytes_growth, BYTES_MARGIN)} | "
                 f"{rows_growth.text(2)} | {verdict(rows_growth, ROWS_MARGIN)} |"

@@ -88,7 +88,8 @@ class Run:
             found, seen = sum(s.informative for s in shares), sum(s.groups for s in shares)
             if found >= needed or rounds >= MAX_ROUNDS:
                 break
-            segments = [[None] * (groups_to_request(needed - found, found / seen, batch_groups, processes) * group_size)]
+            request = groups_to_request(needed - found, found / seen, batch_groups, processes)
+            segments = [[None] * (request * group_size)]
         flags = share_flags(shares)
         selection = select_groups(flags, needed, fill=True)
         surplus = plan_carry(flags, selection.indices, batch_groups if self.carry else 0)

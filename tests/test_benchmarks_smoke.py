@@ -250,3 +250,24 @@ def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monk
     table = "\n".join(collective_traffic.projection(costs))
     before_64 = 63 / 64 * 3 * 8192 * (c_row + 20_000 * c_tok) / 1e6
     assert f"| 64 | {before_64:.0f} |" in table
+
+
+def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import random
+
+    import exchange_simulation
+
+    for processes, pass_rate in ((2, 0.5), (8, 0.3)):
+        run = exchange_simulation.Run(processes, 16, pass_rate, carry=False, rng=random.Random(processes))
+        steps = [run.step() for _ in range(20)]
+        # Whole groups on whole slots: the plan moves exactly the rows the selection forces to move.
+        assert all(moved == bound for moved, bound in steps) and sum(moved for moved, _ in steps) > 0
+    output = tmp_path / "simulation.md"
+    command = [
+        sys.executable, str(BENCHMARKS / "exchange_simulation.py"), "--processes", "2", "4", "--pass-rates", "0.5",
+        "--runs", "2", "--steps", "3", "--output", str(output),
+    ]  # fmt: skip
+    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=SCRIPT_TIMEOUT_S)
+    text = output.read_text()
+    assert "| 16 | 0.5 | on | 4 |" in text and "| 6 | 0.5 | off | 2 |" in text
