@@ -229,8 +229,8 @@ def main() -> None:
         saved = json.loads(args.output.with_suffix(".json").read_text())
         results = {}
         for key, run in saved["runs"].items():
-            name, processes, length, seed = key.split("/")
-            results.setdefault((name, int(processes), int(length)), {})[int(seed)] = run["summary"]
+            name, processes, length, *seed = key.split("/")  # runs saved before --seeds ran seed 0 only
+            results.setdefault((name, int(processes), int(length)), {})[int(seed[0]) if seed else 0] = run["summary"]
         args.output.write_text(report(results, saved["machine"], saved["steps"]))
         print(f"wrote {args.output}")
         return

@@ -36,7 +36,7 @@ def beyond_grpo(summary: dict, arm: str) -> float:
 def verdict(interval: Interval, margin: float) -> str:
     """met: growth at most `margin` at 95%; missed: growth detected; otherwise not decided (a null result)."""
     if interval.n < 2:
-        return "not decided (one seed)"
+        return "not decided (fewer than 2 seeds)"
     if interval.low > 0:
         return "missed"
     if interval.high <= margin:
@@ -51,7 +51,9 @@ def growth(results: dict, package: str, length: int, arm: str) -> tuple[Interval
     few, many = results[package, counts[0], length], results[package, counts[-1], length]
     seeds = [seed for seed in few if seed in many]
     bytes_growth = [beyond_grpo(many[s], arm) - beyond_grpo(few[s], arm) for s in seeds]
-    rows_growth = [many[s][arm]["received_rows_per_step"] - few[s][arm]["received_rows_per_step"] for s in seeds]
+    received = [(many[s][arm]["received_rows_per_step"], few[s][arm]["received_rows_per_step"]) for s in seeds]
+    # Packages without the row exchange record no received rows.
+    rows_growth = [None if None in pair else pair[0] - pair[1] for pair in received]
     return t_interval(bytes_growth), t_interval(rows_growth)
 
 

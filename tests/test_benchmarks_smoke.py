@@ -217,7 +217,7 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     saved = json.loads(output.with_suffix(".json").read_text())
     assert saved["machine"] == describe_machine()
-    summary = saved["runs"]["current/2/4"]["summary"]
+    summary = saved["runs"]["current/2/4/0"]["summary"]
     grpo, dapo, carry = (summary[arm] for arm in ("GRPOTrainer", "DAPOTrainer", "DAPOTrainer carry"))
     # TRL's own gathers (rewards, lengths, logged completions) reach every process.
     assert grpo["bytes_per_step"] > 0 and grpo["peak_rows"] == 0 and grpo["received_rows_per_step"] is None
@@ -225,7 +225,19 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
         assert arm["bytes_per_step"] > 0 and arm["received_rows_per_step"] is not None
         # A process holds its own generated rows and what it receives to train, never every process's rows.
         assert 0 < arm["peak_rows"] <= arm["generated_rows_per_step"] + 16 + 16
-    assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text()
+    assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
+
+
+def test_collective_traffic_verdict_follows_the_method(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from stats import Interval
+
+    import collective_traffic_report as report
+
+    assert report.verdict(Interval(0.0, -0.05, 0.09, 6), margin=0.1) == "met"
+    assert report.verdict(Interval(0.2, 0.01, 0.4, 6), margin=0.1) == "missed"
+    assert report.verdict(Interval(0.05, -0.1, 0.2, 6), margin=0.1) == "not decided"
+    assert report.verdict(Interval(0.0, float("nan"), float("nan"), 1), margin=0.1).startswith("not decided")
 
 
 def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monkeypatch):
