@@ -217,7 +217,7 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     saved = json.loads(output.with_suffix(".json").read_text())
     assert saved["machine"] == describe_machine()
-    summary = saved["runs"]["current/2/4"]["summary"]
+    summary = saved["runs"]["current/2/4/0"]["summary"]
     grpo, dapo, carry = (summary[arm] for arm in ("GRPOTrainer", "DAPOTrainer", "DAPOTrainer carry"))
     # TRL's own gathers (rewards, lengths, logged completions) reach every process.
     assert grpo["bytes_per_step"] > 0 and grpo["peak_rows"] == 0 and grpo["received_rows_per_step"] is None
@@ -225,7 +225,19 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
         assert arm["bytes_per_step"] > 0 and arm["received_rows_per_step"] is not None
         # A process holds its own generated rows and what it receives to train, never every process's rows.
         assert 0 < arm["peak_rows"] <= arm["generated_rows_per_step"] + 16 + 16
-    assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text()
+    assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
+
+
+def test_collective_traffic_verdict_follows_the_method(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from stats import Interval
+
+    import collective_traffic_report as report
+
+    assert report.verdict(Interval(0.0, -0.05, 0.09, 6), margin=0.1) == "met"
+    assert report.verdict(Interval(0.2, 0.01, 0.4, 6), margin=0.1) == "missed"
+    assert report.verdict(Interval(0.05, -0.1, 0.2, 6), margin=0.1) == "not decided"
+    assert report.verdict(Interval(0.0, float("nan"), float("nan"), 1), margin=0.1).startswith("not decided")
 
 
 def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monkeypatch):
@@ -250,3 +262,24 @@ def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monk
     table = "\n".join(collective_traffic.projection(costs))
     before_64 = 63 / 64 * 3 * 8192 * (c_row + 20_000 * c_tok) / 1e6
     assert f"| 64 | {before_64:.0f} |" in table
+
+
+def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import random
+
+    import exchange_simulation
+
+    for processes, pass_rate in ((2, 0.5), (8, 0.3)):
+        run = exchange_simulation.Run(processes, 16, pass_rate, carry=False, rng=random.Random(processes))
+        steps = [run.step() for _ in range(20)]
+        # Whole groups on whole slots: the plan moves exactly the rows the selection forces to move.
+        assert all(moved == bound for moved, bound in steps) and sum(moved for moved, _ in steps) > 0
+    output = tmp_path / "simulation.md"
+    command = [
+        sys.executable, str(BENCHMARKS / "exchange_simulation.py"), "--processes", "2", "4", "--pass-rates", "0.5",
+        "--runs", "2", "--steps", "3", "--output", str(output),
+    ]  # fmt: skip
+    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=SCRIPT_TIMEOUT_S)
+    text = output.read_text()
+    assert "| 16 | 0.5 | on | 4 |" in text and "| 6 | 0.5 | off | 2 |" in text

@@ -145,6 +145,47 @@ def test_any_layout_is_valid_and_no_worse_than_batch_order(seed):
     assert len(plan.moves(holders)) <= in_batch_order
 
 
+def overflow_rows(holders, rows_per_process, num_processes):
+    """Rows that must leave a process holding more whole groups than it trains: a lower bound on any plan."""
+    group_size = len(holders[0])
+    held = [sum(group[0] == process for group in holders) for process in range(num_processes)]
+    return group_size * sum(max(0, count - rows_per_process // group_size) for count in held)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_whole_groups_move_exactly_the_overflow_at_many_processes(seed):
+    # Beyond brute force's reach: the plan meets the lower bound, which is therefore the fewest moves.
+    rng = random.Random(seed)
+    num_processes = rng.choice([8, 16, 64])
+    groups_per_process, group_size = rng.choice([1, 2, 4]), rng.choice([2, 4])
+    skew = rng.random()
+    holders = [
+        whole(min(int(rng.random() ** (1 + 3 * skew) * num_processes), num_processes - 1), group_size)
+        for _ in range(num_processes * groups_per_process)
+    ]
+    rows_per_process = groups_per_process * group_size
+    plan = plan_exchange(holders, rows_per_process, num_processes)
+    check_valid(plan, holders, rows_per_process)
+    assert len(plan.moves(holders)) == overflow_rows(holders, rows_per_process, num_processes)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_carried_groups_move_only_their_overflow_and_then_stay(seed):
+    rng = random.Random(seed)
+    num_processes, groups_per_process = rng.choice([(2, 4), (4, 4), (16, 2)])
+    batch_groups, rows_per_process = num_processes * groups_per_process, groups_per_process * 4
+    carried = [whole(rng.randrange(min(2, num_processes))) for _ in range(rng.randrange(1, batch_groups + 1))]
+    destinations = plan_carry_destinations(carried, batch_groups, rows_per_process, num_processes)
+    moved = sum(h != d for hs, ds in zip(carried, destinations) for h, d in zip(hs, ds))
+    assert moved == overflow_rows(carried, rows_per_process, num_processes)
+    # The next batch: every fresh group on the process that generated it; carried groups never move again.
+    fresh = [whole(rng.randrange(num_processes)) for _ in range(batch_groups - len(carried))]
+    holders = destinations + fresh
+    plan = plan_exchange(holders, rows_per_process, num_processes)
+    assert all(group >= len(carried) for group, _, _, _ in plan.moves(holders))
+    assert len(plan.moves(holders)) == overflow_rows(holders, rows_per_process, num_processes)
+
+
 def test_placeholder_groups_take_the_slots_left_free():
     holders = [whole(1), [NOWHERE] * 4]
     plan = plan_exchange(holders, rows_per_process=4, num_processes=2)
