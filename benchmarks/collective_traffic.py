@@ -11,7 +11,8 @@ commit); every setting runs once per package and seed (`--seeds`: the trainers' 
 draws the refills), so the packages are compared on the same model, data, seed and reward. A setting is
 `torchrun --nproc_per_node P` on the CPU (gloo) with completions of exactly L tokens
 (`min_new_tokens` = `max_completion_length` = L), training three arms one after the other: `GRPOTrainer`,
-`DAPOTrainer` at its defaults, and `DAPOTrainer` with `dynamic_sampling_carry_surplus=True`.
+`DAPOTrainer` as published (no prompt skipping, no carrying), and `DAPOTrainer` with
+`dynamic_sampling_carry_surplus=True` (no prompt skipping).
 
 Traffic: every Python-level collective of `torch.distributed` (all_gather, all_gather_into_tensor, all_reduce,
 broadcast, reduce, gather, scatter, all_to_all, batch_isend_irecv) is wrapped, and each process counts the bytes
@@ -100,7 +101,10 @@ def run_worker(args) -> None:
     for arm in ARMS:
         config_class = GRPOConfig if arm == "GRPOTrainer" else DAPOConfig
         trainer_class = GRPOTrainer if arm == "GRPOTrainer" else DAPOTrainer
-        extra = {"dynamic_sampling_carry_surplus": True} if arm.endswith("carry") else {}
+        # The arms measured when skipping and carrying were off by default, so named: no skipping, carrying by arm.
+        extra = {} if arm == "GRPOTrainer" else {
+            "skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": arm.endswith("carry"),
+        }  # fmt: skip
         config = config_class(
             str(Path(args.work_dir) / arm.replace(" ", "_")),
             use_cpu=True, bf16=False, per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
