@@ -88,12 +88,16 @@ def run_worker(args) -> None:
     sampling_trainer.select_groups = sampling_select_groups
 
     class Window(TrainerCallback):
-        """Counts from the first optimizer step on."""
+        """Counts from the first optimizer step on, and notes how many rows had been generated as each step began."""
+
+        def __init__(self, generated: list[int]):
+            self.generated, self.step_starts = generated, []
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == 0:
                 traffic.bytes = traffic.calls = 0
                 memory.reset()
+            self.step_starts.append(sum(self.generated))
 
     task = make_toy_task(seed=0, warm_start_steps=20)
     pristine = copy.deepcopy(task.model)
@@ -113,9 +117,10 @@ def run_worker(args) -> None:
             seed=args.seed, disable_tqdm=True, **extra,
         )  # fmt: skip
         generated_local = []
+        window = Window(generated_local)
         trainer = trainer_class(
             copy.deepcopy(pristine), [half_informative_reward], args=config, train_dataset=task.train_dataset,
-            processing_class=task.tokenizer, callbacks=[Window()],
+            processing_class=task.tokenizer, callbacks=[window],
         )  # fmt: skip
         generate = trainer._generate
 
@@ -136,6 +141,8 @@ def run_worker(args) -> None:
             trainer._exchange_rows = counting_exchange
         trainer.train()
         logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_runtime" not in entry]
+        replayed = PER_DEVICE_BATCH if arm != ARMS[0] else 0  # TRL's scoring pass of the kept rows
+        step_ends = [*window.step_starts[1:], sum(generated_local)]
         results[arm] = {
             "bytes_per_step": traffic.bytes / args.steps,
             "calls_per_step": traffic.calls / args.steps,
@@ -144,6 +151,9 @@ def run_worker(args) -> None:
             # Rows this process generated per step (every `_generate` call, less the replay into TRL's scoring).
             "generated_rows_per_step": (sum(generated_local) - (args.steps * PER_DEVICE_BATCH if arm != ARMS[0] else 0))
             / args.steps,
+            "most_generated_rows_in_a_step": max(
+                end - start - replayed for start, end in zip(window.step_starts, step_ends, strict=True)
+            ),
             "generated_groups_per_step": sum(entry.get("dynamic_sampling/generated_groups", 0) for entry in logs)
             / args.steps,
             "received_rows_per_step": sum(received_rows[-args.steps :]) / args.steps if received_rows else None,
@@ -201,6 +211,7 @@ def summarize(ranks: list[dict]) -> dict:
             "peak_rows": max(v["peak_rows"] for v in values),
             "peak_row_bytes": max(v["peak_row_bytes"] for v in values),
             "generated_rows_per_step": max(v["generated_rows_per_step"] for v in values),
+            "most_generated_rows_in_a_step": max(v.get("most_generated_rows_in_a_step", 0) for v in values),
             "generated_groups_per_step": values[0]["generated_groups_per_step"],
             "received_rows_per_step": None
             if values[0]["received_rows_per_step"] is None

@@ -223,8 +223,10 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
     assert grpo["bytes_per_step"] > 0 and grpo["peak_rows"] == 0 and grpo["received_rows_per_step"] is None
     for arm in (dapo, carry):
         assert arm["bytes_per_step"] > 0 and arm["received_rows_per_step"] is not None
-        # A process holds its own generated rows and what it receives to train, never every process's rows.
-        assert 0 < arm["peak_rows"] <= arm["generated_rows_per_step"] + 16 + 16
+        # A process holds its own generated rows of a step and what it receives to train and to carry, never every
+        # process's rows.
+        assert arm["generated_rows_per_step"] <= arm["most_generated_rows_in_a_step"]
+        assert 0 < arm["peak_rows"] <= arm["most_generated_rows_in_a_step"] + 16 + 16
     assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
 
 

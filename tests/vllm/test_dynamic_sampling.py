@@ -16,6 +16,7 @@ import torch
 from trl_variants import DAPOConfig, DAPOTrainer
 
 from ..dynamic_sampling.scripts.rewards import HalfDegenerateReward, is_live_prompt
+from ..helpers import DAPO_AS_PUBLISHED
 from .helpers import VLLMRecorder, completion_logps, loss_rows, vllm_config, vllm_trainer
 
 pytestmark = pytest.mark.vllm
@@ -40,9 +41,12 @@ class Run:
 def run(shared_engine, vllm_policy, tmp_path_factory):
     task, folder = vllm_policy
     reward = HalfDegenerateReward(G)
+    # DAPO as published: every trained row is this step's, so its old log-probs are this step's policy's (carried
+    # rows under vLLM: tests/vllm/test_carry.py).
     config = vllm_config(
-        DAPOConfig, tmp_path_factory.mktemp("ds"), max_steps=STEPS, vllm_importance_sampling_mode="token_truncate"
-    )
+        DAPOConfig, tmp_path_factory.mktemp("ds"), max_steps=STEPS, vllm_importance_sampling_mode="token_truncate",
+        **DAPO_AS_PUBLISHED,
+    )  # fmt: skip
     trainer = vllm_trainer(DAPOTrainer, config, task, folder, reward_funcs=[reward])
     recorder = VLLMRecorder(trainer)
     policies = []
