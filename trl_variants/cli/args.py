@@ -133,7 +133,8 @@ class VariantParser(TrlParser):
         TrlParser._parse_dataclass_field(self._group(title), field)
         action = self._option_string_actions.get(f"--{field.name}")
         if field.type == bool | None and field.default is None and action is not None and action.nargs is None:
-            # An on-where-supported option (default None): a bare flag turns it on, as for a plain bool field.
+            # A bool field that defaults to None (the on-where-supported options, transformers' bf16): a bare flag
+            # turns it on, as for a plain bool field; transformers' parser would demand a value.
             action.nargs, action.const = "?", True
         complement = self._option_string_actions.get(f"--no_{field.name}")
         if complement is not None and complement.dest == field.name:
