@@ -33,8 +33,6 @@ ARMS = {
 # A run stops by itself at the evaluation before the deadline; one still running this long after it is stopped.
 DEADLINE_GRACE_S = 90
 SKIP_AND_CARRY = {"skip_degenerate_prompts": True, "dynamic_sampling_carry_surplus": True}
-# The `dapo` arm ran when these were `DAPOTrainer`'s defaults; it names them since the defaults turned both on.
-DAPO_AS_PUBLISHED = {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False}
 
 
 @dataclass
@@ -73,6 +71,7 @@ def build_task(settings: Settings):
 def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
     from trl import GRPOConfig, GRPOTrainer
 
+    from common import DAPO_AS_PUBLISHED  # the `dapo` arm ran when skipping and carrying were off by default
     from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
 
     if arm == "grpo":

@@ -42,9 +42,7 @@ def resolve_sampling_options(
         return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
     skip = True if skip_degenerate_prompts is None else skip_degenerate_prompts
     problem = carry_alignment_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
-    if problem is not None:
-        problem = f"gradient_accumulation_steps={gradient_accumulation_steps} is not {problem}"
-    elif is_vision_language_model:
+    if problem is None and is_vision_language_model:
         problem = CARRY_VLM_PROBLEM
     if carry_surplus is None:
         return SamplingOptions(skip, carry_surplus=problem is None, carry_off_reason=problem)
