@@ -2,8 +2,8 @@
 records, per rank, the engine in use, the weights before and after, the logs and, under dynamic sampling, what each
 step generated, decided and trained (tests/dynamic_sampling/scripts/step_records.py).
 
-    DS_ACCELERATOR=cpu accelerate launch --config_file <trl>/accelerate_configs/zero3.yaml --num_processes 2 \\
-        --mixed_precision no tests/deepspeed/scripts/zero_runs.py --out DIR --runs defaults,resumed,...
+    PYTHONPATH=. HF_HUB_OFFLINE=1 DS_ACCELERATOR=cpu accelerate launch --num_processes 2 --mixed_precision no \\
+        --config_file <trl>/accelerate_configs/zero3.yaml tests/deepspeed/scripts/zero_runs.py --out DIR --runs ...
 
 Runs, one after the other in the same process group, from the same warm-started policy:
 
@@ -27,24 +27,19 @@ import argparse
 import copy
 import json
 import os
-import sys
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+import deepspeed
+import torch
+from accelerate import PartialState
+from peft import LoraConfig
+from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
-import deepspeed  # noqa: E402
-import torch  # noqa: E402
-from accelerate import PartialState  # noqa: E402
-from peft import LoraConfig  # noqa: E402
-from transformers import Qwen2Config, Qwen2ForSequenceClassification  # noqa: E402
-
-from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa: E402
-from tests.dynamic_sampling.scripts.step_records import recording_steps  # noqa: E402
-from tests.helpers import DAPO_AS_PUBLISHED, toy_config  # noqa: E402
-from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer  # noqa: E402
-from trl_variants.toy import make_toy_task  # noqa: E402
+from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
+from tests.dynamic_sampling.scripts.step_records import recording_steps
+from tests.helpers import DAPO_AS_PUBLISHED, toy_config
+from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
+from trl_variants.toy import make_toy_task
 
 NUM_GENERATIONS = 4
 PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
@@ -165,25 +160,22 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True, type=Path)
+    parser = argparse.ArgumentParser(description="Trains under DeepSpeed ZeRO and writes each rank's records.")
+    parser.add_argument("--out", required=True, type=Path, help="folder of the records, the runs and checkpoints")
     parser.add_argument("--runs", required=True, help="comma-separated run names, in order")
     args = parser.parse_args()
+    runs, rank = args.runs.split(","), int(os.environ["RANK"])
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(1)
     # The rewards are keyed on the prompt, so the policy's skill is irrelevant: a short warm start saves time.
     task = make_toy_task(seed=0, warm_start_steps=10)
     pristine = copy.deepcopy(task.model)
-    rank = int(os.environ["RANK"])
-    runs = args.runs.split(",")
     if "reward_model" in runs:
         save_reward_model(args.out / REWARD_MODEL, task)
     for name in runs:
         run(name, task, pristine, args.out, rank)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
