@@ -47,17 +47,19 @@ def expected_trained(ranks, step, group_size, batch_groups, carry=True):
     assert sorted(rewards) == list(range(len(rewards)))
     scores = torch.tensor([rewards[number] for number in range(len(rewards))])[:, 0].view(-1, group_size)
     informative = informative_group_mask(scores, TOLERANCE).tolist()
+    starts = itertools.accumulate([0] + [share[1] for share in record["shares"]])
     assert [share[2] for share in record["shares"]] == [
-        sum(informative[start : start + share[1]])
-        for start, share in zip(itertools.accumulate([0] + [s[1] for s in record["shares"]]), record["shares"], strict=False)
+        sum(informative[start : start + share[1]]) for start, share in zip(starts, record["shares"], strict=False)
     ]
     needed = batch_groups - record["carried_groups"]
     selection = select_groups(informative, needed, fill=True)
     assert selection.indices == chosen(ranks, step, "selected")
-    assert plan_carry(informative, selection.indices, batch_groups if carry else 0).carried == chosen(ranks, step, "surplus")
+    capacity = batch_groups if carry else 0
+    assert plan_carry(informative, selection.indices, capacity).carried == chosen(ranks, step, "surplus")
     rows = generated(ranks, step)
     expected = [rows[group * group_size + k] for group in selection.indices for k in range(group_size)]
     if step:
         before = generated(ranks, step - 1)
-        expected += [before[group * group_size + k] for group in chosen(ranks, step - 1, "surplus") for k in range(group_size)]
+        carried_in = chosen(ranks, step - 1, "surplus")
+        expected += [before[group * group_size + k] for group in carried_in for k in range(group_size)]
     return sorted(expected)

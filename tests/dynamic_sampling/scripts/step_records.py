@@ -29,6 +29,10 @@ def recording_steps(trainer, steps: list[dict]):
     def recording_place_batch(carried, pool, trained, surplus, *args):
         batch, next_carried = place_batch(carried, pool, trained, surplus, *args)
         rank, group_size = trainer.accelerator.process_index, trainer.num_generations
+
+        def held_here(refs) -> dict[int, int]:
+            return {i: generation_index(pool, ref) for i, ref in enumerate(refs) if pool.holder(ref) == rank}
+
         generated, rewards = {}, {}
         for share, own in pool.own.items():
             start = sum(earlier.groups for earlier in pool.shares[:share])
@@ -46,8 +50,8 @@ def recording_steps(trainer, steps: list[dict]):
                 "carried_groups": len(carried),
                 "carried_in": len(carried.rows),
                 # The chosen groups this rank holds: position in the decision's list -> generation-order group.
-                "selected": {i: generation_index(pool, ref) for i, ref in enumerate(trained) if pool.holder(ref) == rank},
-                "surplus": {i: generation_index(pool, ref) for i, ref in enumerate(surplus) if pool.holder(ref) == rank},
+                "selected": held_here(trained),
+                "surplus": held_here(surplus),
                 "trained": [ids(row) for row in batch.local],
                 "carried_out": [ids(row) for row in next_carried.rows.values()],
                 "carried_out_rewards": [list(row.rewards) for row in next_carried.rows.values()],
