@@ -1,11 +1,14 @@
 """Small, fast trainer settings for tests on the toy task, and the two-process launcher of the multi-process tests."""
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil  # accelerate's dependency
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,19 +62,32 @@ def two_process_command(script, *args) -> list[str]:
 
 def run_two_processes(script, out_dir, timeout_s: float) -> str:
     """Runs `script --out out_dir` on two ranks and returns its output; fails the test on a hang or a crash."""
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1"}
+    return run_launch(two_process_command(script, "--out", out_dir), env, timeout_s)
+
+
+def run_launch(command: list[str], env: dict[str, str], timeout_s: float) -> str:
+    """Runs a multi-process launch (torchrun, accelerate launch) from the repository root and returns its output;
+    fails the test on a crash, or on a hang: past `timeout_s` the launcher and all its workers are killed."""
     import pytest
 
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    env = {**env, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
     # A session of its own, so a hang can be ended by killing exactly the launcher and its workers.
     process = subprocess.Popen(
-        two_process_command(script, "--out", out_dir), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
     )  # fmt: skip
     try:
         output, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        # torchrun starts each worker in a session of its own: they are found as the launcher's descendants, and
+        # killed with it, before they could keep the output pipe open forever.
+        workers = psutil.Process(process.pid).children(recursive=True)
         os.killpg(process.pid, signal.SIGKILL)
+        for worker in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
         output, _ = process.communicate()
-        pytest.fail(f"the two-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
+        pytest.fail(f"the multi-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
     assert process.returncode == 0, output[-4000:]
     return output

@@ -8,21 +8,20 @@ with the same global loss; the planned layout must move fewer rows; carried rows
 them, and a resume on the same number of processes must train exactly what the uninterrupted run trained.
 """
 
-import itertools
 import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
-from trl_variants.dynamic_sampling.carry import plan_carry
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_RANK_FILE, load_carried_groups
-from trl_variants.dynamic_sampling.selection import informative_group_mask, select_groups
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import run_two_processes
+from .scripts.step_records import ids
+from .trained_groups import expected_trained as expected_trained_groups
+from .trained_groups import generated, trained
 
 pytestmark = pytest.mark.multiprocess
 
@@ -30,7 +29,6 @@ SCRIPT = Path(__file__).resolve().parent / "scripts" / "two_process_exchange.py"
 G = 4
 PER_DEVICE_BATCH = 8
 BATCH_GROUPS = 2 * PER_DEVICE_BATCH // G
-TOLERANCE = 1e-6  # DAPOConfig's dynamic_sampling_tolerance
 
 
 @pytest.fixture(scope="module")
@@ -44,60 +42,8 @@ def runs(tmp_path_factory):
     return {**records, "dir": str(out_dir)}
 
 
-def ids(row) -> list[list[int]]:
-    return [list(row.prompt_ids), list(row.completion_ids)]
-
-
-def merged(ranks, step, key):
-    """A per-rank record of `step` (keyed by number) merged over both ranks: each holds only its own part."""
-    values = {}
-    for rank in ranks:
-        part = {int(number): value for number, value in rank["steps"][step][key].items()}
-        assert not set(part) & set(values)
-        values.update(part)
-    return values
-
-
-def generated(ranks, step):
-    """Every row generated at `step`, by generation-order number, from both ranks' own rows."""
-    return merged(ranks, step, "generated")
-
-
-def trained(ranks, step):
-    return sorted(row for rank in ranks for row in rank["steps"][step]["trained"])
-
-
-def chosen(ranks, step, key):
-    """The decision's list of groups (generation-order numbers), put together from what each rank holds."""
-    by_position = merged(ranks, step, key)
-    assert sorted(by_position) == list(range(len(by_position)))
-    return [by_position[position] for position in range(len(by_position))]
-
-
 def expected_trained(ranks, step):
-    """What the selection trains at `step`, computed here from every row's scores (each rank recorded its own):
-    the groups carried from the previous step, then the first informative groups in generation order. The ranks,
-    which exchanged only counts, must have chosen exactly these, in this order."""
-    record = ranks[0]["steps"][step]
-    assert all(rank["steps"][step]["shares"] == record["shares"] for rank in ranks)
-    rewards = merged(ranks, step, "rewards")
-    assert sorted(rewards) == list(range(len(rewards)))
-    scores = torch.tensor([rewards[number] for number in range(len(rewards))])[:, 0].view(-1, G)
-    informative = informative_group_mask(scores, TOLERANCE).tolist()
-    assert [share[2] for share in record["shares"]] == [
-        sum(informative[start : start + share[1]])
-        for start, share in zip(itertools.accumulate([0] + [s[1] for s in record["shares"]]), record["shares"], strict=False)
-    ]
-    needed = BATCH_GROUPS - record["carried_groups"]
-    selection = select_groups(informative, needed, fill=True)
-    assert selection.indices == chosen(ranks, step, "selected")
-    assert plan_carry(informative, selection.indices, BATCH_GROUPS).carried == chosen(ranks, step, "surplus")
-    rows = generated(ranks, step)
-    expected = [rows[group * G + k] for group in selection.indices for k in range(G)]
-    if step:
-        before = generated(ranks, step - 1)
-        expected += [before[group * G + k] for group in chosen(ranks, step - 1, "surplus") for k in range(G)]
-    return sorted(expected)
+    return expected_trained_groups(ranks, step, G, BATCH_GROUPS)
 
 
 def test_both_layouts_train_exactly_the_selected_groups(runs):

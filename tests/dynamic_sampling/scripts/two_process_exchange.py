@@ -25,12 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import torch  # noqa: E402
 
 import trl_variants.dynamic_sampling.placement as placement  # noqa: E402
-import trl_variants.dynamic_sampling.trainer as sampling_trainer  # noqa: E402
 from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa: E402
+from tests.dynamic_sampling.scripts.step_records import recording_steps  # noqa: E402
 from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.dynamic_sampling.exchange import ExchangePlan, plan_exchange  # noqa: E402
-from trl_variants.dynamic_sampling.shares import local_position  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
 NUM_GENERATIONS = 4
@@ -43,16 +42,6 @@ def plan_in_batch_order(holders, rows_per_process, num_processes):
     group_size = len(holders[0])
     positions = [[group * group_size + row for row in range(group_size)] for group in range(len(holders))]
     return ExchangePlan(order=list(range(len(holders))), positions=positions, rows_per_process=rows_per_process)
-
-
-def generation_index(pool, ref) -> int:
-    """The generation-order number of one of this rank's groups."""
-    start = sum(share.groups for share in pool.shares[: ref.share])
-    return start + local_position(pool.own[ref.share].informative, ref)
-
-
-def ids(row) -> list[list[int]]:
-    return [list(row.prompt_ids), list(row.completion_ids)]
 
 
 def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None) -> None:
@@ -73,37 +62,7 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
         processing_class=task.tokenizer,
     )  # fmt: skip
     steps = []
-    place_batch = sampling_trainer.place_batch
     exchange_rows = trainer._exchange_rows
-
-    def recording_place_batch(carried, pool, trained, surplus, *args):
-        batch, next_carried = place_batch(carried, pool, trained, surplus, *args)
-        rank = trainer.accelerator.process_index
-        generated, rewards = {}, {}
-        for share, own in pool.own.items():
-            start = sum(earlier.groups for earlier in pool.shares[:share])
-            for position, group in enumerate(own.groups):
-                for row_number, row in enumerate(group):
-                    number = (start + position) * NUM_GENERATIONS + row_number
-                    generated[number], rewards[number] = ids(row), list(row.rewards)
-        steps.append(
-            {
-                "global_step": trainer.state.global_step,
-                "shares": [[share.process, share.groups, share.informative] for share in pool.shares],
-                # This rank's own rows only, by generation-order number: no rank knows another's rewards.
-                "rewards": rewards,
-                "generated": generated,
-                "carried_groups": len(carried),
-                # The chosen groups this rank holds: position in the decision's list -> generation-order group.
-                "selected": {i: generation_index(pool, ref) for i, ref in enumerate(trained) if pool.holder(ref) == rank},
-                "surplus": {i: generation_index(pool, ref) for i, ref in enumerate(surplus) if pool.holder(ref) == rank},
-                "trained": [ids(row) for row in batch.local],
-                "carried_out": [ids(row) for row in next_carried.rows.values()],
-                "carried_out_rewards": [list(row.rewards) for row in next_carried.rows.values()],
-                "sent_rows": 0,
-            }
-        )
-        return batch, next_carried
 
     def counting_exchange(outgoing, senders):
         received = exchange_rows(outgoing, senders)
@@ -111,12 +70,11 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
         return received
 
     pending: list[int] = []
-    sampling_trainer.place_batch = recording_place_batch
     trainer._exchange_rows = counting_exchange
     try:
-        trainer.train(resume_from_checkpoint=resume_from)
+        with recording_steps(trainer, steps):
+            trainer.train(resume_from_checkpoint=resume_from)
     finally:
-        sampling_trainer.place_batch = place_batch
         placement.plan_exchange = plan_exchange
     for step, sent in zip(steps, pending, strict=True):
         step["sent_rows"] = sent
