@@ -73,12 +73,21 @@ def run_variant_command(command: str, options: list[str]) -> int:
         # The same text the parser would print, and the same exit (argparse's help action exits with 0).
         print(help_text, end="")
         raise SystemExit(0)
+    # Mistakes that need no model are reported before TRL and torch load, which takes 10-25 s on a small machine.
+    from .field_table import remember_field_table, stored_field_table
+    from .quick_checks import check_command_line
+
+    table = stored_field_table(command)
+    if table is not None:
+        check_command_line(command, options, table)
     # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
     from .args import VARIANTS, parse_command
     from .launch import accelerate_launch_options, inside_launched_process, relaunch
     from .output import check_output_dir
     from .train import run_training
 
+    if table is None:  # the next run checks quickly
+        remember_field_table(command)
     variant = VARIANTS[command]
     parsed = parse_command(variant, options, accelerate_launch_options())
     check_output_dir(parsed.training_args.output_dir)
