@@ -14,7 +14,8 @@ import transformers.training_args
 from trl_variants.cli import help_cache, main, quick_checks
 from trl_variants.cli.args import VARIANTS, make_parser, parse_command
 from trl_variants.cli.common import VARIANT_COMMANDS, CliUsageError
-from trl_variants.cli.field_table import render_field_table, stored_field_table
+from trl_variants.cli.field_table import render_field_table
+from trl_variants.cli.help_cache import stored_field_table
 from trl_variants.cli.launch import accelerate_launch_options
 from trl_variants.cli.quick_checks import BF16_WITHOUT_GPU, check_command_line, string_to_bool
 

@@ -248,5 +248,5 @@ def test_batch_row_indices_find_rows_by_identity_not_by_content():
     batch = BatchRowIndices([first, twin], [4, 9])
     assert (batch.index_of(first), batch.index_of(twin)) == (4, 9)
     assert batch.index_of({"prompt": "a"}) == -1  # an equal row that the dataloader did not deliver
-    with pytest.raises(ValueError, match="2 rows but 1 indices"):
+    with pytest.raises(ValueError):  # every row has its index
         BatchRowIndices([first, twin], [4])

@@ -1,33 +1,29 @@
 """The field table of a training command: every option of its real parser (`args.make_parser`) as plain data, and
 `accelerate launch`'s options, so that `quick_checks` can read a command line with `argparse` alone.
 
-Rendering it imports TRL; reading it does not. It is stored beside the help (`help_cache`), shipped for the
-versions the package was built with, and kept in the user's cache for others; a test renders it live and compares.
+Rendering it imports TRL; reading it does not. It is stored beside the help (`help_cache.stored_field_table`),
+shipped for the versions the package was built with, and kept in the user's cache for others; a test renders it
+live and compares.
 """
 
 import argparse
-
-from .help_cache import FIELDS, remember, stored_entry
-
-
-def stored_field_table(command: str) -> dict | None:
-    """`command`'s field table rendered under the installed versions, or `None` when there is none yet."""
-    return stored_entry(FIELDS, command)
+import json
 
 
-def remember_field_table(command: str) -> None:
-    remember(FIELDS, command, render_field_table(command))
-
-
-def render_field_table(command: str) -> dict:
+def render_field_table(command: str) -> dict | None:
+    """The table, or `None` when the parser has an option of a kind the table cannot describe (a later TRL or
+    transformers release could add one): the command then runs without quick checks, as before."""
     from .args import VARIANTS, field_option_names, make_parser
     from .launch import accelerate_launch_options
 
     parser = make_parser(VARIANTS[command])
+    actions = [_action_entry(action) for action in parser._actions]
+    if None in actions:  # an option argparse alone cannot read as the real parser does: no quick checks
+        return None
     return {
         "config_class": VARIANTS[command].config_class.__name__,
         "allow_abbrev": parser.allow_abbrev,
-        "actions": [_action_entry(action) for action in parser._actions],
+        "actions": actions,
         "field_options": field_option_names(parser),
         "unsettable": parser.optional_field_dests,
         "launch_options": accelerate_launch_options(),
@@ -44,8 +40,8 @@ def _action_entry(action: argparse.Action) -> dict:
         if isinstance(action, action_class):
             return {**entry, "kind": kind}
     if type(action) is not argparse._StoreAction:
-        raise TypeError(f"field_table: option {action.option_strings} is a {type(action).__name__}, not stored")
-    return {
+        return None
+    stored = {
         **entry,
         "kind": "store",
         "nargs": action.nargs,
@@ -54,6 +50,10 @@ def _action_entry(action: argparse.Action) -> dict:
         "none_reads_as_none": _reads_none_as_none(action.type),
         "choices": None if action.choices is None else list(action.choices),
     }
+    try:  # a constant or choice that JSON cannot hold would not read back as itself
+        return stored if json.loads(json.dumps(stored)) == stored else None
+    except (TypeError, ValueError):
+        return None
 
 
 # What each plain type reads "7" as, to tell TRL's wrapped readers (same `__name__`) from other functions.

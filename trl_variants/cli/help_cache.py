@@ -106,6 +106,20 @@ def remember_help(command: str, text: str) -> None:
     remember(HELP, command, text)
 
 
+def stored_field_table(command: str) -> dict | None:
+    """`command`'s field table (`field_table`) rendered under the installed versions, or `None` when there is none
+    yet."""
+    return stored_entry(FIELDS, command)
+
+
+def remember_field_table(command: str) -> None:
+    from .field_table import render_field_table
+
+    table = render_field_table(command)
+    if table is not None:
+        remember(FIELDS, command, table)
+
+
 def render_help(command: str) -> str:
     """The help of `command` rendered live, exactly as `trl-variants COMMAND --help` prints it without the cache."""
     from .args import VARIANTS, make_parser

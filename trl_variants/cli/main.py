@@ -63,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_variant_command(command: str, options: list[str]) -> int:
-    from .help_cache import asks_only_for_help, cached_help, remember_help, render_help
+    from .help_cache import (
+        asks_only_for_help,
+        cached_help,
+        remember_field_table,
+        remember_help,
+        render_help,
+        stored_field_table,
+    )
+    from .quick_checks import check_command_line
 
     if asks_only_for_help(command, options):
         help_text = cached_help(command, options)
@@ -74,9 +82,6 @@ def run_variant_command(command: str, options: list[str]) -> int:
         print(help_text, end="")
         raise SystemExit(0)
     # Mistakes that need no model are reported before TRL and torch load, which takes 10-25 s on a small machine.
-    from .field_table import remember_field_table, stored_field_table
-    from .quick_checks import check_command_line
-
     table = stored_field_table(command)
     if table is not None:
         check_command_line(command, options, table)

@@ -69,8 +69,6 @@ class BatchRowIndices:
     the dataloader delivered, kept alive here, so no other live object can share their `id`."""
 
     def __init__(self, rows: list[dict], indices: list[int]):
-        if len(rows) != len(indices):
-            raise ValueError(f"BatchRowIndices: {len(rows)} rows but {len(indices)} indices.")
         self.rows = rows
         self._index_by_id = {id(row): index for row, index in zip(rows, indices, strict=True)}
 
