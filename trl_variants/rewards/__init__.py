@@ -1,7 +1,7 @@
 """Reward functions: DAPO's rule-based accuracy reward and soft overlong punishment; `registry` maps the names the
 command line accepts to reward functions, and `names` lists those names without importing them."""
 
-import importlib
+from .._lazy import lazy_attributes
 
 __all__ = ["SoftOverlongPunishment", "dapo_accuracy_reward", "is_soft_overlong_punishment", "soft_overlong_punishment"]
 
@@ -14,13 +14,4 @@ _LAZY_EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY_EXPORTS:
-        value = getattr(importlib.import_module(_LAZY_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY_EXPORTS])
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY_EXPORTS)
