@@ -249,8 +249,6 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
         return getattr(namespace, name, None)
 
     reward_funcs = value("reward_funcs")
-    if isinstance(reward_funcs, str):  # a recipe's single name
-        reward_funcs = [reward_funcs]
     check_model_and_reward(value("model_name_or_path"), reward_funcs, value("reward_model_name_or_path"),
                            value("reasoning_gym_task"))  # fmt: skip
     for name in reward_funcs or []:
