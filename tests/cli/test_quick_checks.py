@@ -216,3 +216,18 @@ def test_bad_arguments_are_refused_before_torch_transformers_or_trl_load(tmp_pat
     assert line.startswith(f"trl-variants: error: {message}")
     assert "trl_variants" in modules  # the scan sees the package's own imports
     assert not HEAVY_MODULES & modules
+
+
+def test_other_versions_check_fully_once_then_quickly_from_the_user_cache(tmp_path, capsys, monkeypatch, tables):
+    monkeypatch.setattr(help_cache, "rendering_environment", lambda: {"python": "3.11", "trl": "9.0.0"})
+    assert stored_field_table("dapo") is None
+    argv = ["dapo", *base_flags(tmp_path), "--epsilon_hihg", "0.3"]
+    checked = []
+    check = quick_checks.check_command_line
+    monkeypatch.setattr(quick_checks, "check_command_line", lambda *args: checked.append(args[0]) or check(*args))
+    assert main(argv) == 2  # the full parse reports it, and keeps the table
+    first = one_error_line(capsys.readouterr().err)
+    assert checked == [] and stored_field_table("dapo") == json.loads(json.dumps(tables["dapo"]))
+    assert main(argv) == 2
+    assert checked == ["dapo"] and one_error_line(capsys.readouterr().err) == first
+    assert first.startswith("trl-variants: error: unknown argument --epsilon_hihg")
