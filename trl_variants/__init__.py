@@ -4,7 +4,7 @@ from ._compat import check_trl_version
 
 check_trl_version()
 
-import importlib
+from ._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -29,13 +29,4 @@ _LAZY_EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY_EXPORTS:
-        value = getattr(importlib.import_module(_LAZY_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY_EXPORTS])
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY_EXPORTS)

@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from datasets import Dataset
 
 from trl_variants import DAPOConfig
 from trl_variants.dynamic_sampling.selection import (
@@ -26,7 +25,7 @@ from trl_variants.dynamic_sampling.skipping import (
     group_outcomes,
     pick_prompts,
 )
-from trl_variants.dynamic_sampling.skipping_trainer import ROW_INDEX_KEY, IndexedRows
+from trl_variants.dynamic_sampling.row_indices import BatchRowIndices, RecordingSampler
 
 
 def outcomes_of(rows: list[list[float]]) -> list[int]:
@@ -199,10 +198,55 @@ def test_skipping_defaults(tmp_path):
     assert config.skip_min_explore_probability == 0.01
 
 
-def test_indexed_rows_add_the_index_to_single_and_batched_reads():
-    plain = IndexedRows([{"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}])  # no __getitems__
-    arrow = IndexedRows(Dataset.from_dict({"prompt": ["a", "b", "c"]}))  # batched __getitems__
-    for rows in (plain, arrow):
-        assert len(rows) == 3
-        assert rows[1] == {"prompt": "b", ROW_INDEX_KEY: 1}
-        assert rows.__getitems__([2, 0]) == [{"prompt": "c", ROW_INDEX_KEY: 2}, {"prompt": "a", ROW_INDEX_KEY: 0}]
+class EpochSampler:
+    """A sampler yielding a fixed stream, with the `generator` and `set_epoch` that accelerate and the Trainer use."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.generator = torch.Generator()
+        self.epochs = []
+
+    def __iter__(self):
+        return iter(self.stream)
+
+    def __len__(self):
+        return len(self.stream)
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+
+def test_recording_sampler_yields_the_stream_and_hands_each_process_its_slice():
+    inner = EpochSampler([5, 5, 7, 7, 1, 1, 3, 3])
+    sampler = RecordingSampler(inner)
+    assert list(sampler) == inner.stream and len(sampler) == 8
+    # Two processes, two rows each: process 1 gets the second slice of each global batch of four.
+    assert sampler.take_batch(2, process_index=1, num_processes=2) == [7, 7]
+    assert sampler.take_batch(2, process_index=1, num_processes=2) == [3, 3]
+    with pytest.raises(RuntimeError, match="recorded only 0 of the 4 indices"):
+        sampler.take_batch(2, process_index=0, num_processes=2)
+    # What accelerate and the Trainer touch is the wrapped sampler's.
+    assert sampler.generator is inner.generator
+    sampler.set_epoch(3)
+    assert inner.epochs == [3]
+
+
+def test_recording_sampler_drops_a_resumed_epochs_skipped_batches_and_restarts_each_pass():
+    sampler = RecordingSampler(EpochSampler([0, 1, 2, 3, 4, 5]))
+    sampler.skip_batches(2)
+    iterator = iter(sampler)
+    drawn = [next(iterator) for _ in range(6)]
+    assert drawn == [0, 1, 2, 3, 4, 5]
+    assert sampler.take_batch(2, process_index=0, num_processes=1) == [4, 5]
+    # A new pass forgets what the previous one drew but never delivered.
+    next(iter(sampler))
+    assert sampler.take_batch(1, process_index=0, num_processes=1) == [0]
+
+
+def test_batch_row_indices_find_rows_by_identity_not_by_content():
+    first, twin = {"prompt": "a"}, {"prompt": "a"}
+    batch = BatchRowIndices([first, twin], [4, 9])
+    assert (batch.index_of(first), batch.index_of(twin)) == (4, 9)
+    assert batch.index_of({"prompt": "a"}) == -1  # an equal row that the dataloader did not deliver
+    with pytest.raises(ValueError):  # every row has its index
+        BatchRowIndices([first, twin], [4])

@@ -9,15 +9,17 @@ history it was taken on.
 import copy
 import dataclasses
 import json
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 import torch
+from trl import GRPOTrainer
 
 import trl_variants.dynamic_sampling.skipping_trainer as skipping_glue
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling.skipping import ALL_WRONG, INFORMATIVE
-from trl_variants.dynamic_sampling.skipping_trainer import HISTORY_FILE, ROW_INDEX_KEY
+from trl_variants.dynamic_sampling.skipping_trainer import HISTORY_FILE
 from trl_variants.dynamic_sampling.trainer import STATE_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 from trl_variants.toy import make_toy_task
@@ -48,11 +50,16 @@ def task(shared_task):
     return dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
 
 
+# What TRL passes every reward function besides the dataset's columns.
+TRL_REWARD_KWARGS = {"trainer_state", "log_extra", "log_metric"}
+
+
 class IndexBlindReward(HalfDegenerateReward):
-    """`HalfDegenerateReward` that also fails if the row-index column ever reaches a reward function."""
+    """`HalfDegenerateReward` that also fails if a reward function ever gets a column the toy dataset lacks."""
 
     def __call__(self, prompts, completions, completion_ids, trainer_state, **kwargs):
-        assert ROW_INDEX_KEY not in kwargs, "the row index must not reach reward functions"
+        extra = set(kwargs) - {"answer"} - TRL_REWARD_KWARGS
+        assert not extra, f"reward functions must get the dataset's columns only, got {extra}"
         return super().__call__(prompts, completions, completion_ids, trainer_state, **kwargs)
 
 
@@ -241,8 +248,9 @@ def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_
 
 
 @pytest.mark.parametrize("remove_unused_columns", [False, True])
-def test_every_dataloader_row_carries_its_dataset_index(task, tmp_path, remove_unused_columns):
-    """The index reaches the skip hook whether or not transformers removes unused columns, and is the row's own."""
+def test_every_dataloader_row_is_paired_with_its_dataset_index(task, tmp_path, remove_unused_columns):
+    """The index reaches the skip hook whether or not transformers removes unused columns, is the row's own, and
+    travels beside the rows: they hold the dataset's columns and nothing else."""
     config = skip_config(tmp_path, max_steps=1, remove_unused_columns=remove_unused_columns)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[IndexBlindReward(G)])
     seen, first_seen = [], []
@@ -250,7 +258,7 @@ def test_every_dataloader_row_carries_its_dataset_index(task, tmp_path, remove_u
     skip_hook = trainer._skip_predicted_degenerate
 
     def recording_first_segment(inputs):
-        seen.extend((row[ROW_INDEX_KEY], row["prompt"]) for row in inputs)
+        seen.extend((trainer._row_key(row), row) for row in inputs)
         return first_segment(inputs)
 
     def recording_skip_hook(first):
@@ -263,5 +271,29 @@ def test_every_dataloader_row_carries_its_dataset_index(task, tmp_path, remove_u
     assert len(seen) == 16
     # The hook gets each group's index, the first row's.
     assert first_seen == [index for index, _ in seen[::G]]
-    prompts = task.train_dataset["prompt"]
-    assert all(prompts[index] == prompt for index, prompt in seen)
+    columns = ["prompt"] if remove_unused_columns else task.train_dataset.column_names
+    for index, row in seen:
+        assert row == {column: task.train_dataset[index][column] for column in columns}
+
+
+def test_prepare_inputs_gets_the_dataset_rows_as_they_are_with_skipping_on(task, tmp_path):
+    """TRL's own `test_prepare_input_called_with_correct_data`, with the class swapped and prompt skipping on: each
+    generation batch reaches `training_step` (and so `_prepare_inputs`) as the dataset's rows, in sampler order,
+    repeated `steps_per_generation * num_iterations` times."""
+    config = toy_config(
+        DAPOConfig, tmp_path, skip_degenerate_prompts=True, per_device_train_batch_size=8, steps_per_generation=2,
+        num_iterations=2, gradient_accumulation_steps=4, shuffle_dataset=False, max_steps=2,
+    )  # fmt: skip
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    assert trainer._skipping
+    rows = [dict(row) for row in task.train_dataset]
+    # 16 rows per generation batch: 4 prompts of the unshuffled dataset, each G times.
+    first_batch = [row for row in rows[0:4] for _ in range(G)]
+    second_batch = [row for row in rows[4:8] for _ in range(G)]
+    with patch.object(GRPOTrainer, "training_step", wraps=trainer.training_step) as training_step:
+        trainer.train()
+    assert training_step.call_count == 8
+    for call in training_step.call_args_list[:4]:
+        assert call.args[1] == first_batch
+    for call in training_step.call_args_list[4:]:
+        assert call.args[1] == second_batch

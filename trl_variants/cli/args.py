@@ -8,7 +8,6 @@ anything else is reported as a mistake instead of being silently dropped.
 
 import argparse
 import functools
-import re
 import warnings
 from dataclasses import dataclass, fields
 
@@ -21,8 +20,17 @@ from ..dapo.trainer import DAPOTrainer
 from ..dr_grpo.config import DrGRPOConfig
 from ..dr_grpo.trainer import DrGRPOTrainer
 from ..reliability.field_ranges import first_range_problem
-from ..rewards.registry import accepted_names_text
 from .common import ACCELERATE_CONFIG_FLAG, HELP_WIDTH, VARIANT_COMMANDS, CliUsageError
+from .quick_checks import (
+    BF16_WITHOUT_GPU,
+    NEGATIVE_NUMBER,
+    TRANSFORMERS_BF16_REFUSAL,
+    check_launch_tokens,
+    check_model_and_reward,
+    config_path,
+    recipe_key_problem,
+    take_unset_flags,
+)
 from .script_args import VariantScriptArguments
 
 
@@ -45,10 +53,6 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 assert tuple(VARIANTS) == VARIANT_COMMANDS, "common.VARIANT_COMMANDS must list the same commands"
-
-
-# argparse reads "-1" and "-0.5" as values but "-1e-6" as an option; this also matches scientific notation.
-NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 class VariantParser(TrlParser):
@@ -85,28 +89,14 @@ class VariantParser(TrlParser):
         return remaining
 
     def take_unset_flags(self, argv: list[str]) -> list[str]:
-        """`argv` without the `--field none` pairs of optional fields, which are recorded in `unset_fields`.
-
-        Only fields whose default is `None` can be unset; `report_to` is left alone, since "none" is one of its
-        values.
-        """
-        self.unset_fields: set[str] = set()
-        kept, index = [], 0
-        while index < len(argv):
-            token = argv[index]
-            key, has_inline, inline_value = token.partition("=")
-            value = inline_value if has_inline else (argv[index + 1] if index + 1 < len(argv) else None)
-            dest = self._optional_field_dests.get(key)
-            if dest is not None and value is not None and value.strip().lower() in ("none", "null"):
-                self.unset_fields.add(dest)
-                index += 1 if has_inline else 2
-                continue
-            kept.append(token)
-            index += 1
+        """`argv` without the `--field none` pairs of optional fields, which are recorded in `unset_fields`."""
+        kept, self.unset_fields = take_unset_flags(argv, self.optional_field_dests)
         return kept
 
     @property
-    def _optional_field_dests(self) -> dict[str, str]:
+    def optional_field_dests(self) -> dict[str, str]:
+        """The option strings of the fields that `--field none` unsets (default `None`, but not `report_to`, whose
+        values include "none"), mapped to their field."""
         optional = {
             item.name
             for dtype in self.dataclass_types
@@ -233,8 +223,9 @@ def make_parser(variant: Variant, for_help: bool = False) -> VariantParser:
     return parser
 
 
-def field_owner_text(variant: Variant) -> str:
-    return f"{variant.config_class.__name__}, ModelConfig, DatasetMixtureConfig or the script arguments"
+def field_option_names(parser: VariantParser) -> list[str]:
+    """Every field as `--name`, the spelling `did you mean` suggests."""
+    return sorted({f"--{action.dest}" for action in parser._actions if action.dest != "help"})
 
 
 def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, bool]) -> ParsedCommand:
@@ -246,8 +237,8 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
     line override those of the recipe.
     """
     parser = make_parser(variant, for_help=bool({"-h", "--help"} & set(argv)))
-    config_path = _config_path(argv)
-    if "--config" in argv and config_path is None:
+    recipe_path = config_path(argv)
+    if "--config" in argv and recipe_path is None:
         raise CliUsageError("--config needs the path of a YAML recipe.")
     try:
         with warnings.catch_warnings():
@@ -257,29 +248,26 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
                 parser.take_unset_flags(argv), return_remaining_strings=True, separate_remaining_strings=True
             )
     except FileNotFoundError as error:
-        raise CliUsageError(f"--config: recipe file not found: {error.filename or config_path}") from None
+        raise CliUsageError(f"--config: recipe file not found: {error.filename or recipe_path}") from None
     except yaml.YAMLError as error:
-        raise CliUsageError(f"--config: {config_path} is not valid YAML: {_one_line(error)}") from None
+        raise CliUsageError(f"--config: {recipe_path} is not valid YAML: {_one_line(error)}") from None
     except (ValueError, TypeError) as error:
-        raise CliUsageError(_one_line(error)) from None
+        raise CliUsageError(BF16_WITHOUT_GPU if TRANSFORMERS_BF16_REFUSAL in str(error) else _one_line(error)) from None
     script_args, training_args, model_args, dataset_args = dataclasses_
 
     # TrlParser hands back recipe keys that are no field as "--key value" pairs.
     recipe_pairs = list(zip(config_remaining[::2], config_remaining[1::2], strict=True))
+    config_name = variant.config_class.__name__
+    field_options = field_option_names(parser)
     for key, _ in recipe_pairs:
         if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
-            raise CliUsageError(
-                f"recipe key {key[2:]!r} in {config_path} is not a field of {field_owner_text(variant)}, nor an "
-                f"accelerate launch option; check its spelling against `trl-variants {variant.command} --help`."
-            )
-    _check_launch_tokens(variant, cli_remaining, launch_options)
+            raise CliUsageError(recipe_key_problem(key[2:], recipe_path, config_name, variant.command, field_options))
+    check_launch_tokens(cli_remaining, variant.command, config_name, launch_options, field_options)
     cli_keys = set(_option_names(cli_remaining))
-    if model_args.model_name_or_path is None:
-        raise CliUsageError("model_name_or_path is required: pass --model_name_or_path or set it in the recipe.")
-    if not (script_args.reward_funcs or script_args.reward_model_name_or_path or script_args.reasoning_gym_task):
-        raise CliUsageError(
-            f"no reward: pass --reward_funcs with one or more of {accepted_names_text()} (or --reasoning_gym_task)."
-        )
+    check_model_and_reward(
+        model_args.model_name_or_path, script_args.reward_funcs, script_args.reward_model_name_or_path,
+        script_args.reasoning_gym_task,
+    )  # fmt: skip
     recipe_launch_args = [
         item
         for key, value in recipe_pairs
@@ -296,38 +284,11 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
     )
 
 
-def _check_launch_tokens(variant: Variant, tokens: list[str], launch_options: dict[str, bool]) -> None:
-    """What the parser did not take must read as launcher flags with their values; anything else is a mistake."""
-    expects_value = False
-    for token in tokens:
-        if expects_value:
-            expects_value = False
-            continue
-        key, has_inline_value, _ = token.partition("=")
-        if not token.startswith("-"):
-            raise CliUsageError(
-                f"unexpected argument {token!r}; every option of `trl-variants {variant.command}` is a --flag."
-            )
-        if key != ACCELERATE_CONFIG_FLAG and key not in launch_options:
-            raise CliUsageError(
-                f"unknown argument {key}: not a field of {field_owner_text(variant)}, nor an accelerate launch "
-                f"option; see `trl-variants {variant.command} --help`."
-            )
-        expects_value = not has_inline_value and launch_options.get(key, True)
-
-
 def _launch_flag(key: str, value: str, takes_value: bool) -> list[str]:
     """A recipe's launch setting as command-line strings; a switch such as `same_network: true` is the bare flag."""
     if takes_value:
         return [key, value]
     return [key] if value.lower() in ("true", "1", "yes") else []
-
-
-def _config_path(argv: list[str]) -> str | None:
-    if "--config" in argv:
-        index = argv.index("--config")
-        return argv[index + 1] if index + 1 < len(argv) else None
-    return None
 
 
 def _option_names(strings: list[str]) -> list[str]:

@@ -63,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_variant_command(command: str, options: list[str]) -> int:
-    from .help_cache import asks_only_for_help, cached_help, remember_help, render_help
+    from .help_cache import (
+        asks_only_for_help,
+        cached_help,
+        remember_field_table,
+        remember_help,
+        render_help,
+        stored_field_table,
+    )
+    from .quick_checks import check_command_line
 
     if asks_only_for_help(command, options):
         help_text = cached_help(command, options)
@@ -73,12 +81,18 @@ def run_variant_command(command: str, options: list[str]) -> int:
         # The same text the parser would print, and the same exit (argparse's help action exits with 0).
         print(help_text, end="")
         raise SystemExit(0)
+    # Mistakes that need no model are reported before TRL and torch load, which takes 10-25 s on a small machine.
+    table = stored_field_table(command)
+    if table is not None:
+        check_command_line(command, options, table)
     # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
     from .args import VARIANTS, parse_command
     from .launch import accelerate_launch_options, inside_launched_process, relaunch
     from .output import check_output_dir
     from .train import run_training
 
+    if table is None:  # the next run checks quickly
+        remember_field_table(command)
     variant = VARIANTS[command]
     parsed = parse_command(variant, options, accelerate_launch_options())
     check_output_dir(parsed.training_args.output_dir)

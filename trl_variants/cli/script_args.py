@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from trl import ScriptArguments
 
-from ..rewards.registry import accepted_names_text
+from ..rewards.names import accepted_names_text
 
 
 @dataclass

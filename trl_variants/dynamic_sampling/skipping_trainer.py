@@ -9,18 +9,18 @@ the same history and takes the same decisions. The history needs every group's o
 round's gather carries three small integers per group (outcome, completions right, completions scored): per group,
 never per completion; without skipping nothing of the kind is gathered.
 
-Dataset rows carry no index in TRL, so the training dataloader is built over `IndexedRows`, which adds the row's
-dataset index under `ROW_INDEX_KEY`; only the indices cross processes, and the key is taken off each row before it
-is generated, so neither reward functions nor TRL ever see it. A streaming dataset has no index: its prompts are
-keyed by a hash of their content (`stream.prompt_key`), and the posterior's memory is counted in passes of the
-refill reader over the stream (the rows read so far until a first pass is complete).
+Dataset rows carry no index in TRL, and none is added to them: the train sampler records the indices it yields, and
+each dataloader batch is paired with its rows' indices as it arrives (`row_indices`), so `_prepare_inputs`, reward
+functions and TRL see the dataset's own columns; only the indices cross processes. A streaming dataset has no
+index: its prompts are keyed by a hash of their content (`stream.prompt_key`), and the posterior's memory is
+counted in passes of the refill reader over the stream (the rows read so far until a first pass is complete).
 """
 
 import os
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from accelerate.data_loader import DataLoaderDispatcher
 from transformers.utils import logging
 
 from .posterior import (
@@ -39,33 +39,14 @@ from .skipping import (
     group_outcomes,
     pick_prompts,
 )
+from .row_indices import BatchRowIndices, RecordingSampler
 from .stream import STREAM_KEY_SPACE, prompt_key, row_prompt
 
 logger = logging.get_logger(__name__)
 
 HISTORY_FILE = "dynamic_sampling_prompt_history.npz"
-ROW_INDEX_KEY = "_trl_variants_row_index"
 # Mixed into the seed of the skip decisions' generator, so they draw a stream of their own.
 _SKIP_STREAM = 0x5C1B
-
-
-class IndexedRows(Dataset):
-    """A map-style dataset whose rows are the wrapped dataset's rows plus their index under `ROW_INDEX_KEY`."""
-
-    def __init__(self, dataset):
-        self.dataset = dataset
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitem__(self, index):
-        return {**self.dataset[index], ROW_INDEX_KEY: int(index)}
-
-    def __getitems__(self, indices):
-        # `datasets.Dataset` fetches a whole batch at once; keep that speed when it can.
-        getitems = getattr(self.dataset, "__getitems__", None)
-        rows = getitems(indices) if getitems is not None else [self.dataset[i] for i in indices]
-        return [{**row, ROW_INDEX_KEY: int(i)} for row, i in zip(rows, indices, strict=True)]
 
 
 class PromptSkippingMixin:
@@ -78,11 +59,6 @@ class PromptSkippingMixin:
         self._pass_posterior = None
         if not self._options.skip_degenerate_prompts or self._refill_sampler is None:
             return
-        if ROW_INDEX_KEY in (getattr(self.train_dataset, "column_names", None) or []):
-            raise ValueError(
-                f"skip_degenerate_prompts marks rows with the column {ROW_INDEX_KEY!r}, which train_dataset already "
-                "has; rename that column or set skip_degenerate_prompts=False."
-            )
         key_space = STREAM_KEY_SPACE if self._streaming else len(self.train_dataset)
         if args.skip_predictor == "posterior":
             self._pass_posterior = PassRatePosterior(key_space, decay_right=1.0, decay_wrong=1.0)
@@ -106,7 +82,8 @@ class PromptSkippingMixin:
         """The history key of a dataloader row: its dataset index, or its prompt's hash on a stream (-1: none)."""
         if self._streaming:
             return prompt_key(row_prompt(row))
-        return int(row.get(ROW_INDEX_KEY, -1))
+        batch = getattr(self, "_batch_row_indices", None)
+        return -1 if batch is None else batch.index_of(row)
 
     @property
     def _skipping(self) -> bool:
@@ -132,15 +109,57 @@ class PromptSkippingMixin:
         self._step_skipped = 0
 
     def _get_dataloader(self, dataset, description, batch_size, sampler_fn=None, is_training=False, **kwargs):
-        if is_training and self._batch_by_index and not self._streaming:
-            # A column removal would drop the index; the rows keep it like a signature column.
-            self._set_signature_columns_if_needed()
-            if ROW_INDEX_KEY not in self._signature_columns:
-                self._signature_columns = [*self._signature_columns, ROW_INDEX_KEY]
-            if self.args.remove_unused_columns:
-                dataset = self._remove_unused_columns(dataset, description=description)
-            dataset = IndexedRows(dataset)
-        return super()._get_dataloader(dataset, description, batch_size, sampler_fn, is_training, **kwargs)
+        recording = is_training and self._batch_by_index and not self._streaming and sampler_fn is not None
+        if recording:
+            if self.args.dataloader_num_workers > 0 and not self.args.dataloader_in_order:
+                raise ValueError(
+                    "dataloader_in_order=False lets loader workers deliver batches out of sampler order, but "
+                    f"{self._index_reason} pairs each batch with the dataset indices the sampler drew, in order; set "
+                    "dataloader_in_order=True or dataloader_num_workers=0."
+                )
+            train_sampler = sampler_fn
+
+            def sampler_fn(dataset):
+                self._recording_sampler = RecordingSampler(train_sampler(dataset))
+                return self._recording_sampler
+
+        dataloader = super()._get_dataloader(dataset, description, batch_size, sampler_fn, is_training, **kwargs)
+        if recording and isinstance(dataloader, DataLoaderDispatcher):
+            raise ValueError(
+                f"{self._index_reason} needs each process to draw its own training batches (accelerate's default); "
+                "with dispatch_batches=True only the main process draws them. Leave "
+                "accelerator_config.dispatch_batches unset."
+            )
+        return dataloader
+
+    @property
+    def _index_reason(self) -> str:
+        return "skip_degenerate_prompts" if self._skipping else "dynamic sampling with groups straddling processes"
+
+    def get_resumed_dataloader(self, dataloader, num_batches: int):
+        # The skipped batches are drawn from the sampler but never delivered; their indices are dropped with them.
+        sampler = getattr(self, "_recording_sampler", None)
+        if sampler is not None:
+            sampler.skip_batches(num_batches)
+        return super().get_resumed_dataloader(dataloader, num_batches)
+
+    def _prepare_inputs(self, generation_batch):
+        sampler = getattr(self, "_recording_sampler", None)
+        if sampler is not None and self.model.training:
+            accelerator = self.accelerator
+            indices = sampler.take_batch(len(generation_batch), accelerator.process_index, accelerator.num_processes)
+            self._check_row_pairing(generation_batch[0], indices[0])
+            self._batch_row_indices = BatchRowIndices(generation_batch, indices)
+        return super()._prepare_inputs(generation_batch)
+
+    def _check_row_pairing(self, row: dict, index: int) -> None:
+        """A batch paired with the wrong indices would corrupt the history without a sound; one row read per batch
+        catches it."""
+        if "prompt" in row and self.train_dataset[index]["prompt"] != row["prompt"]:
+            raise RuntimeError(
+                f"dynamic_sampling: the training batch's first row is not row {index} of train_dataset, whose index "
+                "the train sampler recorded for it; the training dataloader must deliver batches in sampler order."
+            )
 
     # Hooks called by DynamicSamplingMixin.
 

@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from trl.rewards import accuracy_reward, reasoning_accuracy_reward, think_format_reward
 
 from .accuracy import dapo_accuracy_reward
+from .names import REGISTERED_NAMES, accepted_names_text, reward_name_problem
 
 # Keyword arguments TRL passes to every reward function; anything else a function requires is a dataset column.
 TRAINER_PROVIDED_ARGUMENTS = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 )
-
-OVERLONG_NAMES = frozenset({"soft_overlong_punishment", "get_soft_overlong_punishment", "overlong_punishment"})
-
 
 class RewardLookupError(ValueError):
     """A reward name that is neither registered nor importable, or a dataset that cannot feed a reward."""
@@ -81,23 +79,17 @@ REWARD_REGISTRY: dict[str, RewardSpec] = {
 }
 
 
-def accepted_names_text() -> str:
-    return ", ".join(REWARD_REGISTRY) + " or a dotted import path such as my_package.rewards.my_reward"
+assert tuple(REWARD_REGISTRY) == REGISTERED_NAMES, "names.REGISTERED_NAMES must list the registry's names"
 
 
 def resolve_reward(name: str) -> RewardSpec:
     """The spec for a registered name or a dotted import path; `RewardLookupError` names what is accepted."""
     if name in REWARD_REGISTRY:
         return REWARD_REGISTRY[name]
-    if name in OVERLONG_NAMES:
-        raise RewardLookupError(
-            f"reward_funcs: {name!r} is not a reward name; DAPO's soft overlong punishment is added by "
-            "`trl-variants dapo --overlong_buffer_length N` (DAPOConfig), which sizes it from max_completion_length. "
-            f"Accepted reward names: {accepted_names_text()}."
-        )
-    if "." in name:
-        return _import_reward(name)
-    raise RewardLookupError(f"reward_funcs: unknown reward {name!r}; accepted: {accepted_names_text()}.")
+    problem = reward_name_problem(name)
+    if problem is not None:
+        raise RewardLookupError(problem)
+    return _import_reward(name)
 
 
 def _import_reward(dotted_path: str) -> RewardSpec:
