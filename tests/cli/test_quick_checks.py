@@ -231,3 +231,19 @@ def test_other_versions_check_fully_once_then_quickly_from_the_user_cache(tmp_pa
     assert main(argv) == 2
     assert checked == ["dapo"] and one_error_line(capsys.readouterr().err) == first
     assert first.startswith("trl-variants: error: unknown argument --epsilon_hihg")
+
+
+@pytest.mark.parametrize("recipe_text", ["reward_funcs: dapo_accuracy\n", "reward_funcs: nope\n"])
+def test_a_recipe_names_one_reward_without_a_list(tmp_path, tables, recipe_text):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(recipe_text)
+    flags = base_flags(tmp_path)
+    index = flags.index("--reward_funcs")
+    argv = ["--config", str(recipe), *flags[:index], *flags[index + 2 :]]
+    message = quick_message("dapo", argv, tables)
+    if "nope" in recipe_text:
+        assert message.startswith("reward_funcs: unknown reward 'nope'")
+    else:
+        assert message is None and full_parse_message("dapo", argv) is None
+        parsed = parse_command(VARIANTS["dapo"], argv, accelerate_launch_options())
+        assert parsed.script_args.reward_funcs == ["dapo_accuracy"]

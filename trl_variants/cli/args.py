@@ -28,6 +28,7 @@ from .quick_checks import (
     check_launch_tokens,
     check_model_and_reward,
     config_path,
+    recipe_default,
     recipe_key_problem,
     take_unset_flags,
 )
@@ -84,6 +85,8 @@ class VariantParser(TrlParser):
 
     def set_defaults_with_config(self, **kwargs):
         # A field unset on the command line (`--dataset_config none`) overrides the recipe's value for it.
+        actions = {action.dest: action for action in self._actions}
+        kwargs = {key: recipe_default(actions[key], value) if key in actions else value for key, value in kwargs.items()}
         remaining = super().set_defaults_with_config(**kwargs)
         self.set_defaults(**dict.fromkeys(self.unset_fields, None))
         return remaining

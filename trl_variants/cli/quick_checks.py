@@ -194,6 +194,14 @@ class QuickParser(argparse.ArgumentParser):
         raise CliUsageError(f"{self.prog}: {message}")
 
 
+def recipe_default(action: argparse.Action, value):
+    """A recipe's `value` for `action` as the command line would give it: one string for a list field
+    (`reward_funcs: dapo_accuracy`) is a list of that string, not a sequence of its letters."""
+    if isinstance(value, str) and action.nargs in ("+", "*"):
+        return [value]
+    return value
+
+
 def read_recipe(path: str) -> dict:
     """The recipe's mapping, checked as TRL's parser will read it (its `env` entry must be a mapping)."""
     try:
@@ -231,7 +239,7 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
         if action.dest in unset:
             action.default = None
         elif action.dest in recipe:
-            action.default = recipe[action.dest]
+            action.default = recipe_default(action, recipe[action.dest])
     namespace, remaining = parser.parse_known_args(kept)
     if getattr(namespace, "help", False):
         return
