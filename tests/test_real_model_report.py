@@ -5,11 +5,8 @@ import pytest
 
 
 @pytest.fixture
-def report_module(monkeypatch):
-    from tests.test_benchmarks_smoke import BENCHMARKS
-
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import real_model_report
+def report_module():
+    from benchmarks.real_model import real_model_report
 
     return real_model_report
 
