@@ -1,4 +1,5 @@
-"""Small, fast trainer settings for tests on the toy task, and the two-process launcher of the multi-process tests."""
+"""Small, fast trainer settings for tests on the toy task, the two-process launcher of the multi-process tests, and
+the trainer parameters of tests that run TRL's `GRPOTrainer` beside the package's trainers."""
 
 import os
 import signal
@@ -6,6 +7,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,3 +78,9 @@ def run_two_processes(script, out_dir, timeout_s: float) -> str:
         pytest.fail(f"the two-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
     assert process.returncode == 0, output[-4000:]
     return output
+
+
+def baseline_in_full_suite(trainer_names):
+    """`trainer_names` as test parameters, TRL's `GRPOTrainer` marked slow: the fast loop (`pytest -m "not slow"`)
+    runs the package's trainers, the full suite runs TRL's baseline beside them."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name == "GRPOTrainer" else name for name in trainer_names]

@@ -90,12 +90,14 @@ def check_compare_variants_report(output_dir: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_compare_variants_smoke_on_the_addition_task_in_two_workers(tmp_path):
     run_module("variants.compare_variants", "--task", "addition", "--workers", "2", "--output_dir", str(tmp_path))
     report = check_compare_variants_report(tmp_path)
     assert report["levels"] == [0] and report["workers"] == 2
 
 
+@pytest.mark.slow
 def test_compare_variants_smoke_on_the_graded_task(tmp_path):
     run_module("variants.compare_variants", "--workers", "1", "--output_dir", str(tmp_path))
     report = check_compare_variants_report(tmp_path)
@@ -111,6 +113,7 @@ def test_compare_variants_smoke_on_the_graded_task(tmp_path):
     assert all(f"final, level {level} ({count} problems)" in table for level, count in counts.items())
 
 
+@pytest.mark.slow
 def test_overhead_smoke_from_a_local_model_dir(tmp_path):
     task = make_toy_task(seed=0, max_operand=9, warm_start_steps=20)
     model_dir = tmp_path / "model"
@@ -168,6 +171,7 @@ def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(tmp_path):
         assert (config.per_device_train_batch_size, config.max_completion_length, config.seed) == (32, 24, 0)
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     output = tmp_path / "dynamic_sampling.md"
     result = run_module("dynamic_sampling_cost.dynamic_sampling", "--output", str(output))
@@ -179,6 +183,7 @@ def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     assert output.with_suffix(".json").exists()
 
 
+@pytest.mark.slow
 def test_generation_cost_smoke_counts_generation_per_informative_row(tmp_path):
     output = tmp_path / "generation_cost.md"
     run_module("dynamic_sampling_cost.generation_cost", "--output", str(output))
@@ -249,6 +254,7 @@ def test_collective_traffic_projection_recovers_the_costs_it_was_built_from():
     assert f"| 64 | {before_64:.0f} |" in table
 
 
+@pytest.mark.slow
 def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(tmp_path):
     import random
 

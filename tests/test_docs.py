@@ -98,6 +98,7 @@ def test_docs_have_runnable_examples():
     assert any(path.name == "README.md" for path, _ in (param.values for param in RUNNABLE))
 
 
+@pytest.mark.slow  # most blocks train the toy task end to end: `pytest tests/test_docs.py` runs them all
 @pytest.mark.parametrize("path, code", RUNNABLE)
 def test_runnable_block(path, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -329,6 +330,7 @@ def demo_at_defaults(tmp_path_factory):
     return result, report.getvalue()
 
 
+@pytest.mark.slow
 def test_demo_learns_on_any_machine(demo_at_defaults):
     """What must hold on every CPU: the README's table shape, a clear rise in held-out accuracy, the files."""
     result, report = demo_at_defaults
@@ -345,6 +347,7 @@ def test_demo_learns_on_any_machine(demo_at_defaults):
     assert {"demo_summary.json", "training_log.jsonl", "training_curves.png", "README.md", "config.json"} <= written
 
 
+@pytest.mark.slow
 def test_readme_demo_figures_are_what_the_named_machine_prints(demo_at_defaults):
     """The README's exact figures are one machine's float trajectory: they are compared where that machine runs."""
     result, report = demo_at_defaults

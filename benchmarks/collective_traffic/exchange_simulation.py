@@ -25,7 +25,6 @@ counting at its generator, as if never moved before it is trained) and trains `s
 import argparse
 import random
 import statistics
-import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
