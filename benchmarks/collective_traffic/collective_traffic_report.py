@@ -126,8 +126,8 @@ def report(results: dict, machine: str, steps: int) -> str:
         "# Collective traffic and generated rows held per process",
         "",
         f"Machine: {machine}. Written by `python -m benchmarks.collective_traffic.collective_traffic` ({steps} "
-        f"optimizer steps per arm; seeds {', '.join(map(str, seeds))}; {PER_DEVICE_BATCH} rows of {NUM_GENERATIONS} completions per group per "
-        "process and step; gloo processes on the CPU; completions of exactly L tokens). Bytes: received per process "
+        f"optimizer steps per arm; seeds {', '.join(map(str, seeds))}; {PER_DEVICE_BATCH} rows of {NUM_GENERATIONS} "
+        "completions per group per process and step; gloo processes on the CPU; completions of exactly L tokens). Bytes: received per process "
         "per optimizer step through Python-level collectives, mean over processes, then over seeds; intervals are "
         "95% t-intervals over seeds. Peak rows: the most `GeneratedRow`s one process held at once, largest over "
         "seeds (payload bytes in brackets).",

@@ -1,7 +1,8 @@
 """Whether `DAPOTrainer` should skip predicted-degenerate prompts and carry surplus groups by default: learning per
 optimizer step and per generated token where most groups are degenerate.
 
-    python -m benchmarks.defaults.defaults_benchmark [--seeds 0 1 2 3 4] [--workers 2] [--steps N] [--arms ...] [--smoke]
+    python -m benchmarks.defaults.defaults_benchmark [--seeds 0 1 2 3 4] [--workers 2] [--steps N] [--arms ...]
+        [--smoke]
 
 The graded task (`trl_variants.toy.graded`), trained for many epochs over a fixed random subset of its training
 problems with 4 completions a prompt, so that the policy masters the easy levels, stays unable on the hardest and
@@ -60,14 +61,13 @@ BASELINE, CANDIDATE = "dapo", "dapo_posterior_carry"
 DEFAULT_SEEDS = [0, 1, 2, 3, 4]
 TRAIN_PROMPTS = 256  # 16 steps an epoch at 16 prompts a step: 10 epochs in 160 steps
 SETTINGS = TaskSettings(warm_start_steps=tasks.TASK_DEFAULT, max_completion_length=tasks.TASK_DEFAULT,
-                               batch_size=64, num_generations=4, steps_per_generation=1, learning_rate=5e-4,
-                               max_steps=160)
+                        batch_size=64, num_generations=4, steps_per_generation=1, learning_rate=5e-4, max_steps=160)
 DEFAULT_EVAL_EVERY = 20
 # Fixed before the arms ran, from two naive-GRPO pilots (seeds 0 and 1, 200 steps): a run reaches the target when
 # its held-out accuracy is at least its own step-0 accuracy plus this gain. Both pilots first did so at step 140.
 TARGET_GAIN = 0.01
 SMOKE = {"settings": TaskSettings(warm_start_steps=20, max_completion_length=tasks.TASK_DEFAULT, batch_size=16,
-                                         num_generations=4, max_steps=2), "train_prompts": 8, "seeds": [0]}
+                                  num_generations=4, max_steps=2), "train_prompts": 8, "seeds": [0]}
 
 
 def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
@@ -190,7 +190,7 @@ def tables(runs: list[dict], arms: list[str], target: float | None) -> str:
             diff_rows.append(cells)
         sections.append(f"### Paired difference in held-out accuracy against {ARMS[BASELINE]} (same seed)\n\n"
                         + markdown_table(["arm", *(f"step {step}" for step in steps[1:]),
-                                                 "mean over evaluations", "final"], diff_rows))
+                                          "mean over evaluations", "final"], diff_rows))
     if target is not None:
         target_rows = []
         for arm, arm_runs in by_arm.items():

@@ -202,9 +202,9 @@ def report(runs: list[dict], command: str, seconds: float, machine: str) -> str:
 Measured by `{command}` in {seconds / 60:.1f} minutes on {machine}. The counts do not depend on the machine's
 speed. Setup and measure: the docstring of `benchmarks/dynamic_sampling_cost/generation_cost.py`
 ({NUM_PROMPTS} prompts of known pass probability, {GROUPS_PER_STEP} prompts x {NUM_GENERATIONS} completions a step,
-{STEPS} steps, real trainers on the toy task's tiny policy). Each cell: generated completions per trained row with non-zero advantage, mean over seeds
-{seeds} with its 95% t-interval, and in brackets the mean over seeds of its ratio to `GRPOTrainer`'s on the same
-seed. Steps whose batch had to be filled with degenerate groups, all runs together: {filled:.0f}.
+{STEPS} steps, real trainers on the toy task's tiny policy). Each cell: generated completions per trained row with
+non-zero advantage, mean over seeds {seeds} with its 95% t-interval, and in brackets the mean over seeds of its ratio
+to `GRPOTrainer`'s on the same seed. Steps whose batch had to be filled with degenerate groups, all runs together: {filled:.0f}.
 
 {table(runs)}
 
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     if output:
         Path(output).write_text(text, encoding="utf-8")
         write_json({"command": command, "seconds": seconds, "machine": machine, "runs": runs},
-                          str(Path(output).with_suffix(".json")))
+                   str(Path(output).with_suffix(".json")))
     return 0
 
 

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
-
 from pathlib import Path
 
 from trl import GRPOConfig, GRPOTrainer
@@ -58,13 +57,12 @@ DEFAULT_SETTINGS = {
     # From the naive-GRPO pilots: 16 prompts x 8 completions a generation batch, trained in two optimizer steps
     # of 64 completions each (so the second step is off-policy and clipping acts), 200 steps.
     "graded": TaskSettings(warm_start_steps=tasks.TASK_DEFAULT, max_completion_length=tasks.TASK_DEFAULT,
-                                  batch_size=64, num_generations=8, steps_per_generation=2, learning_rate=5e-4,
-                                  max_steps=200),
+                           batch_size=64, num_generations=8, steps_per_generation=2, learning_rate=5e-4, max_steps=200),
     "addition": TaskSettings(),
 }
-SMOKE_SETTINGS = {
+SMOKE_SETTINGS_BY_TASK = {
     "graded": TaskSettings(warm_start_steps=20, max_completion_length=tasks.TASK_DEFAULT, batch_size=8,
-                                  steps_per_generation=2, max_steps=4),
+                           steps_per_generation=2, max_steps=4),
     "addition": SMOKE_SETTINGS,
 }
 
@@ -112,7 +110,7 @@ def run_arm(job: dict) -> dict:
     evaluator = tasks.Evaluator(task, probe, job["eval_every"])
     policy = Policy(task=task, model=task.model, tokenizer=task.tokenizer)
     trainer = build_trainer(trainer_class, config, policy, model=task.model,
-                                   reward_funcs=[probe.reward_func, *task.reward_funcs[1:]], callbacks=[evaluator])
+                            reward_funcs=[probe.reward_func, *task.reward_funcs[1:]], callbacks=[evaluator])
     started, cpu_started = time.perf_counter(), time.process_time()
     trainer.train()
     history = trainer.state.log_history
@@ -195,7 +193,7 @@ def main(argv=None) -> int:
         with open(os.path.join(cli.output_dir, "variants.json")) as handle:
             print(variants_report.write_report(json.load(handle), cli.output_dir))
         return 0
-    settings = resolve_settings(cli, DEFAULT_SETTINGS[cli.task], SMOKE_SETTINGS[cli.task])
+    settings = resolve_settings(cli, DEFAULT_SETTINGS[cli.task], SMOKE_SETTINGS_BY_TASK[cli.task])
     configure_runtime(cli.num_threads)
     os.makedirs(cli.output_dir, exist_ok=True)
     started, load_at_start = time.perf_counter(), load_average()
