@@ -1,4 +1,5 @@
-"""Small, fast trainer settings for tests on the toy task, and the two-process launcher of the multi-process tests."""
+"""Small, fast trainer settings for tests on the toy task, the two-process launcher of the multi-process tests, and
+the trainer parameters of tests that run TRL's `GRPOTrainer` beside the package's trainers."""
 
 import contextlib
 import os
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import psutil  # accelerate's dependency
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +93,9 @@ def run_launch(command: list[str], env: dict[str, str], timeout_s: float) -> str
         pytest.fail(f"the multi-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
     assert process.returncode == 0, output[-4000:]
     return output
+
+
+def baseline_in_full_suite(trainer_names):
+    """`trainer_names` as test parameters, TRL's `GRPOTrainer` marked slow: the fast loop (`pytest -m "not slow"`)
+    runs the package's trainers, the full suite runs TRL's baseline beside them."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name == "GRPOTrainer" else name for name in trainer_names]

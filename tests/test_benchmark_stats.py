@@ -6,18 +6,15 @@ import pytest
 
 
 @pytest.fixture
-def stats(monkeypatch):
-    from tests.test_benchmarks_smoke import BENCHMARKS
-
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import stats
+def stats():
+    from benchmarks.shared import stats
 
     return stats
 
 
 @pytest.fixture
-def summary(stats):
-    import variants_summary
+def summary():
+    from benchmarks.variants import variants_summary
 
     return variants_summary
 

@@ -1,4 +1,5 @@
-"""The benchmark scripts run end to end in their smoke configuration and write their tables and plots."""
+"""The benchmark scripts run end to end in their smoke configuration and write their tables and plots. Each runs as
+its reader runs it, `python -m benchmarks.<study>.<script>` from the repository root."""
 
 import json
 import subprocess
@@ -7,24 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.overhead import overhead
+from benchmarks.shared import settings
+from benchmarks.variants import compare_variants
 from trl_variants.machine import describe_machine
 from trl_variants.toy import make_toy_task
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHMARKS = REPO / "benchmarks"
 SCRIPT_TIMEOUT_S = 300
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+def run_module(module: str, *args: str, smoke: bool = True) -> subprocess.CompletedProcess:
+    """`python -m benchmarks.MODULE [--smoke] ARGS` from the repository root; fails the test if it fails."""
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / name), "--smoke", *args],
+        [sys.executable, "-m", f"benchmarks.{module}", *(["--smoke"] if smoke else []), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=SCRIPT_TIMEOUT_S,
     )
-    assert result.returncode == 0, f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"{module} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 
 
@@ -86,14 +90,16 @@ def check_compare_variants_report(output_dir: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_compare_variants_smoke_on_the_addition_task_in_two_workers(tmp_path):
-    run_script("compare_variants.py", "--task", "addition", "--workers", "2", "--output_dir", str(tmp_path))
+    run_module("variants.compare_variants", "--task", "addition", "--workers", "2", "--output_dir", str(tmp_path))
     report = check_compare_variants_report(tmp_path)
     assert report["levels"] == [0] and report["workers"] == 2
 
 
+@pytest.mark.slow
 def test_compare_variants_smoke_on_the_graded_task(tmp_path):
-    run_script("compare_variants.py", "--workers", "1", "--output_dir", str(tmp_path))
+    run_module("variants.compare_variants", "--workers", "1", "--output_dir", str(tmp_path))
     report = check_compare_variants_report(tmp_path)
     assert report["task"] == "graded" and report["levels"] == [1, 2, 3, 4, 5]
     # The overall accuracy is the per-level accuracies weighted by each level's number of held-out problems.
@@ -107,6 +113,7 @@ def test_compare_variants_smoke_on_the_graded_task(tmp_path):
     assert all(f"final, level {level} ({count} problems)" in table for level, count in counts.items())
 
 
+@pytest.mark.slow
 def test_overhead_smoke_from_a_local_model_dir(tmp_path):
     task = make_toy_task(seed=0, max_operand=9, warm_start_steps=20)
     model_dir = tmp_path / "model"
@@ -114,7 +121,7 @@ def test_overhead_smoke_from_a_local_model_dir(tmp_path):
     task.tokenizer.save_pretrained(model_dir)
     output_dir = tmp_path / "results"
 
-    result = run_script("overhead.py", "--model_path", str(model_dir), "--output_dir", str(output_dir))
+    result = run_module("overhead.overhead", "--model_path", str(model_dir), "--output_dir", str(output_dir))
 
     assert "step-time ratio DAPOTrainer/GRPOTrainer:" in result.stdout
     report = json.loads((output_dir / "overhead.json").read_text())
@@ -133,35 +140,22 @@ def test_overhead_smoke_from_a_local_model_dir(tmp_path):
     assert_png(output_dir / "overhead_step_times.png")
 
 
-@pytest.fixture
-def benchmark_modules(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import common
-    import compare_variants
-    import overhead
-
-    return common, compare_variants, overhead
-
-
-def test_use_vllm_puts_every_config_in_colocate_mode(benchmark_modules, tmp_path):
-    common, compare_variants, overhead = benchmark_modules
-    shared = common.training_kwargs(common.SMOKE_SETTINGS, seed=0, use_vllm=True)
+def test_use_vllm_puts_every_config_in_colocate_mode(tmp_path):
+    shared = settings.training_kwargs(settings.SMOKE_SETTINGS, seed=0, use_vllm=True)
     configs = [compare_variants.variant_trainer_and_config(name, str(tmp_path), shared)[1] for name in compare_variants.VARIANTS]
     configs += [overhead.arm_trainer_and_config(name, str(tmp_path), shared)[1] for name in overhead.ARMS]
     for config in configs:
         assert config.use_vllm and config.vllm_mode == "colocate", type(config).__name__
 
 
-def test_settings_reject_a_batch_that_splits_a_group(benchmark_modules):
-    common, compare_variants, _ = benchmark_modules
+def test_settings_reject_a_batch_that_splits_a_group():
     cli = compare_variants.parse_args(["--smoke", "--batch_size", "6", "--num_generations", "4"])
     with pytest.raises(ValueError, match="--batch_size=6 must be a multiple of --num_generations=4"):
-        common.resolve_settings(cli, common.TaskSettings())
+        settings.resolve_settings(cli, settings.TaskSettings())
 
 
-def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(benchmark_modules, tmp_path):
-    common, compare_variants, _ = benchmark_modules
-    shared = common.training_kwargs(common.TaskSettings(max_completion_length=24), seed=0, use_vllm=False)
+def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(tmp_path):
+    shared = settings.training_kwargs(settings.TaskSettings(max_completion_length=24), seed=0, use_vllm=False)
     configs = {name: compare_variants.variant_trainer_and_config(name, str(tmp_path), shared)
                for name in compare_variants.VARIANTS}
     grpo = configs["grpo"][1]
@@ -177,9 +171,10 @@ def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(benchmark_mod
         assert (config.per_device_train_batch_size, config.max_completion_length, config.seed) == (32, 24, 0)
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     output = tmp_path / "dynamic_sampling.md"
-    result = run_script("dynamic_sampling.py", "--output", str(output))
+    result = run_module("dynamic_sampling_cost.dynamic_sampling", "--output", str(output))
     rows = {line.split("|")[1].strip(): line for line in result.stdout.splitlines() if line.startswith("| `")}
     assert list(rows) == ["`off`", "`ds`", "`carry`", "`carry+skip`"]
     text = output.read_text()
@@ -188,9 +183,10 @@ def test_dynamic_sampling_smoke_writes_its_report(tmp_path):
     assert output.with_suffix(".json").exists()
 
 
+@pytest.mark.slow
 def test_generation_cost_smoke_counts_generation_per_informative_row(tmp_path):
     output = tmp_path / "generation_cost.md"
-    run_script("generation_cost.py", "--output", str(output))
+    run_module("dynamic_sampling_cost.generation_cost", "--output", str(output))
     saved = json.loads(output.with_suffix(".json").read_text())
     runs = saved["runs"]
     assert {run["dataset"] for run in runs} == {"mostly degenerate", "none degenerate", "drift"}
@@ -201,20 +197,15 @@ def test_generation_cost_smoke_counts_generation_per_informative_row(tmp_path):
             assert run["generated_completions"] == run["trained_rows"]
     # The report is rebuilt from the JSON alone.
     output.unlink()
-    subprocess.run([sys.executable, str(BENCHMARKS / "generation_cost.py"), "--replot", "--output", str(output)],
-                   cwd=REPO, check=True, timeout=SCRIPT_TIMEOUT_S)  # fmt: skip
+    run_module("dynamic_sampling_cost.generation_cost", "--replot", "--output", str(output), smoke=False)
     assert "| mostly degenerate |" in output.read_text()
 
 
 @pytest.mark.multiprocess
 def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds(tmp_path):
     output = tmp_path / "traffic.md"
-    command = [
-        sys.executable, str(BENCHMARKS / "collective_traffic.py"), "--package", f"current={REPO}", "--processes", "2",
-        "--lengths", "4", "--steps", "2", "--output", str(output),
-    ]  # fmt: skip
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
-    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    run_module("collective_traffic.collective_traffic", "--package", f"current={REPO}", "--processes", "2",
+               "--lengths", "4", "--steps", "2", "--output", str(output), smoke=False)  # fmt: skip
     saved = json.loads(output.with_suffix(".json").read_text())
     assert saved["machine"] == describe_machine()
     summary = saved["runs"]["current/2/4/0"]["summary"]
@@ -230,11 +221,9 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
     assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
 
 
-def test_collective_traffic_verdict_follows_the_method(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from stats import Interval
-
-    import collective_traffic_report as report
+def test_collective_traffic_verdict_follows_the_method():
+    from benchmarks.collective_traffic import collective_traffic_report as report
+    from benchmarks.shared.stats import Interval
 
     assert report.verdict(Interval(0.0, -0.05, 0.09, 6), margin=0.1) == "met"
     assert report.verdict(Interval(0.2, 0.01, 0.4, 6), margin=0.1) == "missed"
@@ -242,9 +231,8 @@ def test_collective_traffic_verdict_follows_the_method(monkeypatch):
     assert report.verdict(Interval(0.0, float("nan"), float("nan"), 1), margin=0.1).startswith("not decided")
 
 
-def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import collective_traffic
+def test_collective_traffic_projection_recovers_the_costs_it_was_built_from():
+    from benchmarks.collective_traffic import collective_traffic
 
     c_tok, c_row, k, m, processes, generated = 3.0, 100.0, 50.0, 0.25, 4, 40.0
     others = (processes - 1) * generated
@@ -266,11 +254,11 @@ def test_collective_traffic_projection_recovers_the_costs_it_was_built_from(monk
     assert f"| 64 | {before_64:.0f} |" in table
 
 
-def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
+@pytest.mark.slow
+def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(tmp_path):
     import random
 
-    import exchange_simulation
+    from benchmarks.collective_traffic import exchange_simulation
 
     for processes, pass_rate in ((2, 0.5), (8, 0.3)):
         run = exchange_simulation.Run(processes, 16, pass_rate, carry=False, rng=random.Random(processes))
@@ -278,10 +266,7 @@ def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(mo
         # Whole groups on whole slots: the plan moves exactly the rows the selection forces to move.
         assert all(moved == bound for moved, bound in steps) and sum(moved for moved, _ in steps) > 0
     output = tmp_path / "simulation.md"
-    command = [
-        sys.executable, str(BENCHMARKS / "exchange_simulation.py"), "--processes", "2", "4", "--pass-rates", "0.5",
-        "--runs", "2", "--steps", "3", "--output", str(output),
-    ]  # fmt: skip
-    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=SCRIPT_TIMEOUT_S)
+    run_module("collective_traffic.exchange_simulation", "--processes", "2", "4", "--pass-rates", "0.5", "--runs",
+               "2", "--steps", "3", "--output", str(output), smoke=False)  # fmt: skip
     text = output.read_text()
     assert "| 16 | 0.5 | on | 4 |" in text and "| 6 | 0.5 | off | 2 |" in text

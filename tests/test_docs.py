@@ -6,7 +6,8 @@ are illustrations (they need a GPU, a network or a cluster) and are only checked
 
 It also checks that docs/troubleshooting.md quotes every error message in `trl_variants`, that
 docs/config_reference.md has a row for every field the configs add, change or re-declare, that every
-`trl_variants` path the docs name exists, and that the README's demo table is what the demo prints.
+`trl_variants` path and benchmark module or file the docs name exists, and that the README's demo table is what the
+demo prints. The docs are README.md, CONTRIBUTING.md, docs/*.md and the benchmark studies' READMEs.
 """
 
 import ast
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DOC_FILES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+# README.md, CONTRIBUTING.md, the docs pages and every benchmark study's README.
+DOC_FILES = sorted([*REPO.glob("*.md"), *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").rglob("README.md")])
 RUNNABLE_INFO = "python runnable"
 
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
@@ -96,6 +98,7 @@ def test_docs_have_runnable_examples():
     assert any(path.name == "README.md" for path, _ in (param.values for param in RUNNABLE))
 
 
+@pytest.mark.slow  # most blocks train the toy task end to end: `pytest tests/test_docs.py` runs them all
 @pytest.mark.parametrize("path, code", RUNNABLE)
 def test_runnable_block(path, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -262,8 +265,12 @@ def test_readme_test_command_is_the_ci_command():
     assert readme_setup_commands()[1] == ci_commands[0]
 
 
-# `trl_variants.a.b` or `trl_variants/a/b.py` in prose or code; the dotted form may end in an attribute.
-MODULE_PATH = re.compile(r"\btrl_variants(?:\.[A-Za-z_]\w*)+|\btrl_variants(?:/\w+)+(?:\.py)?")
+# `trl_variants.a.b` or `trl_variants/a/b.py` in prose or code; the dotted form may end in an attribute. Of the
+# benchmarks: the module a `python -m benchmarks.study.script` command runs, and a file path under benchmarks/.
+MODULE_PATH = re.compile(
+    r"\btrl_variants(?:\.[A-Za-z_]\w*)+|\btrl_variants(?:/\w+)+(?:\.py)?"
+    r"|(?<=python -m )benchmarks(?:\.\w+)+|\bbenchmarks(?:/\w+)+\.(?:py|md|json|png)"
+)
 
 
 def resolves(reference: str) -> bool:
@@ -288,7 +295,8 @@ def resolves(reference: str) -> bool:
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda path: str(path.relative_to(REPO)))
 def test_module_paths_exist(path):
-    """Every module, file or attribute path the docs name under `trl_variants` exists in the package."""
+    """Every module, file or attribute path the docs name under `trl_variants` exists in the package, and every
+    benchmark module they run and benchmark file they name exists."""
     text = path.read_text(encoding="utf-8")
     missing = sorted({reference for reference in MODULE_PATH.findall(text) if not resolves(reference)})
     assert not missing, f"{path.name} names paths that do not exist: {missing}"
@@ -322,6 +330,7 @@ def demo_at_defaults(tmp_path_factory):
     return result, report.getvalue()
 
 
+@pytest.mark.slow
 def test_demo_learns_on_any_machine(demo_at_defaults):
     """What must hold on every CPU: the README's table shape, a clear rise in held-out accuracy, the files."""
     result, report = demo_at_defaults
@@ -338,6 +347,7 @@ def test_demo_learns_on_any_machine(demo_at_defaults):
     assert {"demo_summary.json", "training_log.jsonl", "training_curves.png", "README.md", "config.json"} <= written
 
 
+@pytest.mark.slow
 def test_readme_demo_figures_are_what_the_named_machine_prints(demo_at_defaults):
     """The README's exact figures are one machine's float trajectory: they are compared where that machine runs."""
     result, report = demo_at_defaults

@@ -21,7 +21,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl_variants import DAPOConfig, DAPOTrainer
 
 from .dynamic_sampling.scripts.rewards import HalfDegenerateReward, is_live_prompt
-from .helpers import toy_config, toy_trainer
+from .helpers import baseline_in_full_suite, toy_config, toy_trainer
 
 G = 4
 
@@ -104,7 +104,7 @@ def shared(_warm_toy_task):
     return _warm_toy_task
 
 
-@pytest.mark.parametrize("trainer_name", TRAINERS)
+@pytest.mark.parametrize("trainer_name", baseline_in_full_suite(TRAINERS))
 @pytest.mark.parametrize("setting_name", SETTINGS)
 def test_setting_trains_under_both_trainers(setting_name, trainer_name, shared, tmp_path):
     setting = SETTINGS[setting_name]

@@ -1,20 +1,36 @@
-"""The package's modules import each other without cycles, lazy imports inside functions included: a cycle makes
-the import order matter and breaks as soon as one side's import moves to module level."""
+"""The package's modules, and the benchmarks', import each other without cycles, lazy imports inside functions
+included: a cycle makes the import order matter and breaks as soon as one side's import moves to module level. And
+every import of the package runs downward through its layers: the command line on top, then the real-model example,
+the trainers, dynamic sampling, and the helpers everything uses (`LAYERS`)."""
 
 import ast
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "trl_variants"
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = REPO / "trl_variants"
+
+# The package's top-level modules and subpackages, lowest first; a module may import its own layer and those below.
+LAYERS = (
+    {"_compat", "machine", "log_records", "model_card", "variant_args", "vllm_cpu", "rewards", "toy"},
+    {"dynamic_sampling"},
+    {"reliability"},
+    {"dapo", "dr_grpo"},
+    {"variants"},
+    {"real"},
+    {"cli"},
+)
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts)
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imported_package_modules(path: Path, modules: set[str]) -> set[str]:
-    """The package modules `path` imports anywhere in its body, resolving relative imports and `from X import Y`
-    where Y is a submodule."""
+    """The modules of `modules` that `path` imports anywhere in its body, resolving relative imports and
+    `from X import Y` where Y is a submodule."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
@@ -32,8 +48,8 @@ def imported_package_modules(path: Path, modules: set[str]) -> set[str]:
     return {target for target in targets if target in modules and target != name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = sorted(PACKAGE_ROOT.rglob("*.py"))
+def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+    paths = sorted(root.rglob("*.py"))
     modules = {module_name(path) for path in paths}
     return {module_name(path): imported_package_modules(path, modules) for path in paths}
 
@@ -68,5 +84,35 @@ def test_graph_sees_lazy_imports():
     assert "trl_variants.cli.demo" in import_graph()["trl_variants.cli.demo_command"]
 
 
-def test_package_has_no_import_cycles():
-    assert find_cycles(import_graph()) == []
+@pytest.mark.parametrize("root", [PACKAGE_ROOT, REPO / "benchmarks"], ids=lambda root: root.name)
+def test_no_import_cycles(root):
+    assert find_cycles(import_graph(root)) == []
+
+
+def layer_of(module: str) -> int:
+    """The index in `LAYERS` of a package module (`trl_variants.a.b` is in the layer of `a`)."""
+    top = module.split(".")[1] if "." in module else None
+    if top is None:  # the package's __init__ sits on top of everything it re-exports
+        return len(LAYERS)
+    found = [index for index, layer in enumerate(LAYERS) if top in layer]
+    assert found, f"{module}: add {top!r} to a layer of LAYERS in {Path(__file__).name}"
+    return found[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+
+
+def test_layer_check_sees_an_upward_import():
+    assert upward_imports({"trl_variants.real.run": {"trl_variants.cli.args", "trl_variants.machine"}}) == [
+        "trl_variants.real.run -> trl_variants.cli.args"
+    ]
+
+
+def test_package_imports_run_downward_only():
+    assert upward_imports(import_graph()) == []

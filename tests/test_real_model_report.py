@@ -5,11 +5,8 @@ import pytest
 
 
 @pytest.fixture
-def report_module(monkeypatch):
-    from tests.test_benchmarks_smoke import BENCHMARKS
-
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import real_model_report
+def report_module():
+    from benchmarks.real_model import real_model_report
 
     return real_model_report
 
@@ -96,3 +93,16 @@ def test_no_decision_before_every_seed_of_the_compared_arms_is_in(report_module)
     turn_on, reasons = report_module.decision(by_arm, 10, 500)
     assert not turn_on
     assert reasons[-1].startswith("No decision yet: the rule needs 3 seeds")
+
+
+def test_the_committed_report_is_what_report_prints_from_the_committed_result_files(report_module):
+    """docs/results/real_model_benchmark.md, whose figures the README and docs quote, is what `report` gives on
+    benchmarks/real_model/results/ (pure arithmetic on the result files, so any machine gives the same text)."""
+    from benchmarks.real_model.arms import RESULTS_DIR
+    from tests.test_benchmarks_smoke import REPO
+
+    committed = (REPO / "docs" / "results" / "real_model_benchmark.md").read_text(encoding="utf-8").rstrip("\n")
+    printed = report_module.report(RESULTS_DIR, None)
+    # The last line names the commands; the committed file's names its --output, which this call leaves out.
+    assert printed.rsplit("\n", 1)[0] == committed.rsplit("\n", 1)[0]
+    assert committed.rsplit("\n", 1)[1].startswith(printed.rsplit("\n", 1)[1].split(" Written by")[0])

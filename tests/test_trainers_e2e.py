@@ -53,6 +53,7 @@ def card_tags(card: str) -> set[str]:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_trains_saves_a_checkpoint_and_model_card_and_reloads(variant, tmp_path):
     trainer_class, config_class, display_name, arxiv_id = VARIANTS[variant]
     task = fresh_toy_task(WARM_START_STEPS)
@@ -80,6 +81,7 @@ def test_trains_saves_a_checkpoint_and_model_card_and_reloads(variant, tmp_path)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_trains_a_lora_adapter_and_its_checkpoint_reloads(variant, tmp_path):
     trainer_class, config_class, _, _ = VARIANTS[variant]
     task = fresh_toy_task(WARM_START_STEPS)

@@ -176,6 +176,7 @@ def launched_reward(completions, answer, **kwargs):
 """
 
 
+@pytest.mark.slow
 def test_accelerate_config_relaunches_the_command_through_accelerate(toy_files, tmp_path):
     """`--accelerate_config single_gpu` (TRL's bundled file) starts the training in a process of its own, which
     loads a reward function by dotted path from the working directory."""
@@ -282,6 +283,7 @@ def test_unknown_command(capsys):
     assert "'ppo'" in line and "dr-grpo" in line and "demo" in line
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line_from_the_installed_module(toy_files, tmp_path):
     """The same contract seen from outside: a real process, its exit code and its whole stderr."""
     command = [

@@ -28,6 +28,7 @@ def held_out_problems(seed):
     return split_problems(DEMO_TASK["max_operand"], DEMO_TASK["held_out_fraction"], seed)[1]
 
 
+@pytest.mark.slow
 def test_demo_writes_every_artifact_and_replaces_its_earlier_output(tmp_path, capsys):
     output_dir = tmp_path / "demo-output"
     output_dir.mkdir()
@@ -66,6 +67,7 @@ def test_demo_writes_every_artifact_and_replaces_its_earlier_output(tmp_path, ca
     assert reloaded == pytest.approx(summary["held_out_accuracy_after"])
 
 
+@pytest.mark.slow
 def test_demo_variant_flag_switches_the_trainer(tmp_path, capsys):
     output_dir = tmp_path / "out"
     assert main(["demo", "--variant", "dr-grpo", "--steps", "2", "--output_dir", str(output_dir), "--no_progress"]) == 0
@@ -144,6 +146,7 @@ def test_staged_folder_never_replaces_a_folder_it_did_not_write(tmp_path):
     assert (final / "thesis.tex").read_text() == "years of work"
 
 
+@pytest.mark.slow
 def test_interrupted_demo_leaves_no_folder_behind(tmp_path):
     """Ctrl-C in the middle of training: exit code 130, and neither the output folder nor its staging folder
     remains."""

@@ -42,6 +42,7 @@ def test_example_compiles(path):
     py_compile.compile(str(path), doraise=True)
 
 
+@pytest.mark.slow
 def test_swap_from_grpo_trains_with_all_three_trainers(tmp_path, two_threads):
     trainers = load_example("swap_from_grpo").main(str(tmp_path), steps=2)
     assert torch.get_num_threads() == 1
@@ -51,6 +52,7 @@ def test_swap_from_grpo_trains_with_all_three_trainers(tmp_path, two_threads):
     assert not any(trainer.args.bf16 for trainer in trainers)  # float32: bfloat16 autocast is slow on CPUs without bf16 arithmetic
 
 
+@pytest.mark.slow
 def test_train_toy_dapo_runs(tmp_path, two_threads):
     before, after = load_example("train_toy_dapo").main(str(tmp_path), steps=2)
     assert torch.get_num_threads() == 1
@@ -58,6 +60,7 @@ def test_train_toy_dapo_runs(tmp_path, two_threads):
     assert (tmp_path / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_lora_example_trains_only_the_adapter(tmp_path, two_threads):
     trainer = load_example("lora_peft").main(str(tmp_path), steps=2)
     assert torch.get_num_threads() == 1

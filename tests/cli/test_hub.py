@@ -42,6 +42,7 @@ def load_push_example():
     return module
 
 
+@pytest.mark.slow
 def test_push_uploads_the_model_with_a_dapo_model_card(hub, tmp_path, monkeypatch):
     example = load_push_example()
     real_make_toy_task = example.make_toy_task
@@ -78,6 +79,7 @@ def test_push_uploads_the_model_with_a_dapo_model_card(hub, tmp_path, monkeypatc
     assert "trl_variants.toy" in card  # the dataset name passed to push_to_hub
 
 
+@pytest.mark.slow
 def test_dr_grpo_push_card_names_its_variant(hub, tmp_path):
     from trl_variants import DrGRPOConfig, DrGRPOTrainer
 

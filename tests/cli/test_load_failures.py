@@ -126,7 +126,9 @@ CASES = {
 IN_A_REAL_PROCESS = {"folder without tokenizer", "wrong split"}
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=pytest.mark.slow) if case in IN_A_REAL_PROCESS else case for case in CASES]
+)
 def test_load_failure_is_one_line_and_exit_2(files, case, capfd, monkeypatch):
     argv, expected = CASES[case]
     if case in IN_A_REAL_PROCESS:
@@ -148,6 +150,7 @@ def test_prompt_column_of_numbers_is_one_line_and_exit_2(files, capfd, monkeypat
 
 
 @pytest.mark.parametrize("flag_index, name", [(1, "nobody-x/no-such-model"), (3, "nobody-x/no-such-data")])
+@pytest.mark.slow
 def test_hub_name_with_the_hub_unreachable_fails_at_once(files, flag_index, name):
     """Online mode, but the Hub endpoint refuses connections (a closed local port): one line naming the flag and
     the way out, instead of retries and a traceback."""

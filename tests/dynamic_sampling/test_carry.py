@@ -345,6 +345,7 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
 
 
 @pytest.mark.parametrize("skipping", [False, True], ids=["carrying", "carrying+posterior-skipping"])
+@pytest.mark.slow
 def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_task, tmp_path, skipping):
     """The checkpoint at step 2 is taken while groups are carried into step 3; the resumed run trains them and logs
     exactly the losses and metrics of the uninterrupted run (same process kind, so equality is exact), with the

@@ -34,7 +34,12 @@ def objective_settings(loss_type: str) -> dict:
     return {}
 
 
-@pytest.mark.parametrize("loss_type", TRL_LOSS_TYPES)
+# The fast loop (pytest -m "not slow") trains DAPO's own objective here; tests/test_drop_in.py's loss_type settings
+# train the others under dynamic sampling there too.
+@pytest.mark.parametrize(
+    "loss_type", [loss_type if loss_type == "dapo" else pytest.param(loss_type, marks=pytest.mark.slow)
+                  for loss_type in TRL_LOSS_TYPES]
+)  # fmt: skip
 def test_each_objective_trains_informative_groups_under_dynamic_sampling(loss_type, task, tmp_path):
     config = toy_config(
         DAPOConfig, tmp_path, loss_type=loss_type, per_device_train_batch_size=8, num_generations=G, max_steps=1,

@@ -19,7 +19,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from trl_variants import DAPOConfig, DAPOTrainer
 
-from ..helpers import toy_config
+from ..helpers import baseline_in_full_suite, toy_config
 from .scripts.chat_models import (
     BAD_CALL,
     GOOD_CALL,
@@ -84,7 +84,7 @@ def tool_settings(tmp_path, config_class, bias):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("trainer_name", TRAINERS)
+@pytest.mark.parametrize("trainer_name", baseline_in_full_suite(TRAINERS))
 def test_tools_run_once_per_rollout_and_the_trained_rows_keep_their_tool_masks(trainer_name, tmp_path, monkeypatch):
     trainer_class, config_class = TRAINERS[trainer_name]
     model, tokenizer, dataset, bias = tool_call_task()
@@ -143,7 +143,7 @@ def test_tools_run_once_per_rollout_and_the_trained_rows_keep_their_tool_masks(t
 # Environments
 
 
-@pytest.mark.parametrize("trainer_name", TRAINERS)
+@pytest.mark.parametrize("trainer_name", baseline_in_full_suite(TRAINERS))
 def test_environments_reset_once_per_rollout_and_score_each_episode_once(trainer_name, tmp_path):
     trainer_class, config_class = TRAINERS[trainer_name]
     model, tokenizer, dataset, bias = tool_call_task()
@@ -177,7 +177,7 @@ def even_operand_reward(prompts, completions, **kwargs):
     return [float(i % G) if int(text_of(p).split("+")[0]) % 2 == 0 else 0.0 for i, p in enumerate(prompts)]
 
 
-@pytest.mark.parametrize("trainer_name", TRAINERS)
+@pytest.mark.parametrize("trainer_name", baseline_in_full_suite(TRAINERS))
 def test_each_trained_row_carries_its_own_image(trainer_name, tmp_path):
     trainer_class, config_class = TRAINERS[trainer_name]
     model, processor, dataset = llava_task()

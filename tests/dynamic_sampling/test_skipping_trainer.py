@@ -159,6 +159,7 @@ class RecoveringReward(HalfDegenerateReward):
         return float(index % self.num_generations) if self.recovered or is_live_prompt(prompt) else 0.0
 
 
+@pytest.mark.slow
 def test_skipped_prompts_that_became_informative_are_found_again(task, tmp_path):
     reward = RecoveringReward(G)
     config = skip_config(tmp_path, max_steps=7, skip_min_explore_probability=0.3)
@@ -184,6 +185,7 @@ def test_skipped_prompts_that_became_informative_are_found_again(task, tmp_path)
     assert all(trainer._prompt_history.streak[index] == 0 for index in explored_after)
 
 
+@pytest.mark.slow
 def test_all_degenerate_dataset_still_trains_with_one_warning(task, tmp_path, monkeypatch):
     warnings = []
     monkeypatch.setattr(skipping_glue.logger, "warning", lambda message: warnings.append(message))
@@ -207,6 +209,7 @@ def test_skipping_off_leaves_the_dataloader_rows_unmarked(task, tmp_path):
     assert not any("dynamic_sampling/skipped_prompts" in entry for entry in trainer.state.log_history)
 
 
+@pytest.mark.slow
 def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_path):
     def run(output_dir, resume_from=None):
         task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))

@@ -124,6 +124,7 @@ def test_refill_prompts_are_the_streams_next_unread_prompts(task, tmp_path):
     assert [entry["dynamic_sampling/kept_groups"] for entry in logs] == [2, 2, 2]
 
 
+@pytest.mark.slow
 def test_checkpoint_resumes_the_stream_and_the_prompt_history_where_they_were(task, tmp_path):
     shared = dataclasses.replace(task, model=copy.deepcopy(task.model))
     full_reward, resumed_reward = HalfDegenerateReward(G), HalfDegenerateReward(G)

@@ -391,6 +391,7 @@ def record_refill_draws(trainer) -> list[dict]:
     return draws
 
 
+@pytest.mark.slow
 def test_resume_continues_the_refill_sampler(shared_task, tmp_path):
     def run(output_dir, resume_from=None):
         task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))

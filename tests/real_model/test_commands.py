@@ -3,10 +3,14 @@ on a reasoning-gym task."""
 
 import json
 
+import pytest
+
 from trl_variants.cli.main import main
 from trl_variants.real.run import TRAINING_DEFAULTS, VARIANT_DEFAULTS
 
 from .conftest import TINY_RUN
+
+pytestmark = pytest.mark.real_model
 
 
 def test_real_demo_prints_before_and_after_and_writes_its_folder(

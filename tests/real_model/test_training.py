@@ -18,6 +18,8 @@ from ..reliability.test_resume import InterruptAtStep
 from ..test_model_card_quick_start import quick_start_code, run_snippet
 from .conftest import TINY_RUN
 
+pytestmark = pytest.mark.real_model
+
 END = 2  # <|im_end|>
 
 

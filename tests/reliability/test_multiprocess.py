@@ -6,12 +6,15 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from ..helpers import two_process_command
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "reward_failure_on_one_rank.py")
 TIMEOUT_S = 90
 
 
+@pytest.mark.multiprocess
 def test_reward_failure_on_rank_1_stops_both_ranks_with_clear_errors(tmp_path):
     environment = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = two_process_command(SCRIPT, tmp_path)

@@ -74,6 +74,7 @@ RESUME_CASES = {
 
 
 @pytest.mark.parametrize("case", RESUME_CASES)
+@pytest.mark.slow
 def test_keyboard_interrupt_then_resume_matches_an_uninterrupted_run(fresh_task, tmp_path, case):
     trainer_class, config_class, dataset_size = RESUME_CASES[case]
     settings = dict(max_steps=7, save_strategy="steps", save_steps=2)
@@ -136,6 +137,7 @@ class CrashWhileSaving(DAPOTrainer):
         ("dynamic_sampling_state", False),
     ],
 )
+@pytest.mark.slow
 def test_a_half_written_checkpoint_is_never_resumed_from(fresh_task, tmp_path, crash_in, model_written):
     problem = "trainer_state.json is missing"
     config = toy_config(DAPOConfig, tmp_path, **CHECKPOINTED)
@@ -190,6 +192,7 @@ def test_checkpoint_problems_reads_markers_and_broken_state(tmp_path, fresh_task
         nothing.train(resume_from_checkpoint=True)
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_continues_from_the_last_complete_checkpoint(tmp_path, base_task):
     output_dir = tmp_path / "run"
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

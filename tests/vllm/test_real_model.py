@@ -14,7 +14,7 @@ from trl_variants.real.smollm2 import SmolLM2Unavailable, load_smollm2
 
 from .helpers import VLLMRecorder, loss_rows
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.real_model]
 
 END = 2  # <|im_end|>, also the pad token
 G = 4

@@ -13,13 +13,10 @@ from dataclasses import dataclass, fields
 
 import yaml
 from transformers import TrainingArguments
-from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
 
-from ..dapo.config import DAPOConfig
-from ..dapo.trainer import DAPOTrainer
-from ..dr_grpo.config import DrGRPOConfig
-from ..dr_grpo.trainer import DrGRPOTrainer
 from ..reliability.field_ranges import first_range_problem
+from ..variants import VARIANTS, Variant
 from .common import ACCELERATE_CONFIG_FLAG, HELP_WIDTH, VARIANT_COMMANDS, CliUsageError
 from .quick_checks import (
     BF16_WITHOUT_GPU,
@@ -34,25 +31,6 @@ from .quick_checks import (
 )
 from .script_args import VariantScriptArguments
 
-
-@dataclass(frozen=True)
-class Variant:
-    command: str
-    config_class: type[GRPOConfig]
-    trainer_class: type[GRPOTrainer]
-    description: str
-
-
-VARIANTS: dict[str, Variant] = {
-    variant.command: variant
-    for variant in (
-        Variant(
-            "dapo", DAPOConfig, DAPOTrainer, "DAPO: clip-higher, dynamic sampling, token-level loss, overlong shaping"
-        ),
-        Variant("dr-grpo", DrGRPOConfig, DrGRPOTrainer, "Dr.GRPO: GRPO without its length and std biases"),
-        Variant("grpo", GRPOConfig, GRPOTrainer, "TRL's plain GRPO, as a baseline through the same launcher"),
-    )
-}
 assert tuple(VARIANTS) == VARIANT_COMMANDS, "common.VARIANT_COMMANDS must list the same commands"
 
 

@@ -2,11 +2,12 @@
 and the reward/accuracy plot drawn from the log."""
 
 import json
-import math
 from pathlib import Path
 
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
+
+from ..log_records import step_record
 
 HELD_OUT_KEY = "held_out_accuracy"
 TRAIN_SUMMARY_KEY = "train_runtime"
@@ -41,7 +42,7 @@ class JsonlLogCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or TRAIN_SUMMARY_KEY in logs or not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, **{key: json_scalar(value) for key, value in logs.items()}}
+        record = step_record(state.global_step, logs)
         self.records.append(record)
         with self.path.open("a", encoding="utf-8") as log_file:
             log_file.write(json.dumps(record) + "\n")
@@ -127,11 +128,3 @@ def moving_average(values: list[float], window: int) -> list[float]:
         averaged.append(total / min(index + 1, window))
     return averaged
 
-
-def json_scalar(value):
-    """JSON-safe scalars: tensors and numpy numbers become floats, NaN becomes null."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value

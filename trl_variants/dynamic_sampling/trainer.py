@@ -1,26 +1,9 @@
-"""Trainer glue for dynamic sampling: generation rounds, the keep/drop decision, the row exchange and the replay
-into TRL.
+"""Trainer glue for dynamic sampling: `DynamicSamplingMixin._generate_and_score_completions` runs phase 1
+(generation rounds, the shared keep/drop decision, carrying, the row exchange) and then replays the trained rows
+into TRL's unchanged `_generate_and_score_completions` (phase 2).
 
-Phase 1 generates and scores rounds of prompt groups through TRL's own prompt preparation and `_generate`
-(environments, tools and images as in `GRPOTrainer`, see `replay`) and `_calculate_rewards` (so vLLM
-server/colocate modes and weight sync keep working, and each reward function runs once per completion) until the
-batch can be filled with informative groups (`rounds`). Refill prompts come from the training dataset, or from a
-streaming one (`stream`). Each process keeps and scores only the rows it generated, every group whole on one
-process; per round, one small gather of counts tells every process how many informative groups each process's
-share of each segment holds, from which every process takes the same decision (`shares`), calls the same
-collectives the same number of times and knows which process holds each chosen group. The rows of the trained
-batch are then laid out over the processes, moving as few as possible, each with its rewards (`placement`,
-`exchange`, `row_exchange`), so that each process ends with its usual number of rows, groups contiguous. Phase 2
-runs TRL's unchanged `_generate_and_score_completions` once on each process's rows, with generation, tool calls
-and reward computation replayed from phase 1; the replayed rewards are gathered as `GRPOTrainer` gathers its own.
-Old-policy and reference log-probs, vLLM importance weights, advantages, `num_items_in_batch` and TRL's own
-metrics are therefore computed on the trained batch only, and by TRL's code. The step's sampling metrics are sums
-over the processes, reduced once per step.
-
-When each process's generation batch (`per_device_train_batch_size * steps_per_generation`) is not a multiple of
-`num_generations`, the dataloader's groups straddle processes. Phase 1 then generates them by dataset index (one
-integer per row gathered, as prompt skipping does) in one segment with the first refill groups, sized so that every
-process generates whole groups; the trained batch is laid out as TRL expects, groups straddling processes again.
+docs/architecture.md follows one step through this module and the modules it calls, naming the function that owns
+each part; docs/dynamic_sampling.md explains the mechanism and its guarantees.
 """
 
 import copy

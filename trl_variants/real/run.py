@@ -17,7 +17,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
-from ..cli.demo_artifacts import json_scalar
+from ..log_records import step_record
 from ..machine import describe_machine
 from ..rewards.reasoning_gym_source import (
     ReasoningGymSource,
@@ -25,6 +25,7 @@ from ..rewards.reasoning_gym_source import (
     reasoning_gym_source,
     worked_example,
 )
+from ..variants import VARIANTS
 from .evaluation import PassRate, sampled_pass_rate
 from .smollm2 import load_smollm2
 
@@ -143,8 +144,6 @@ def _task_config(task: str, task_config: dict | None) -> dict:
 
 def variant_config(variant: str, output_dir: str, seed: int, steps: int, overrides: dict | None = None):
     """The trainer config of `variant` (dapo, dr-grpo or grpo) with the example's settings, then `overrides`."""
-    from ..cli.args import VARIANTS
-
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed; choose one of {', '.join(VARIANTS)}.")
     on_cpu = not torch.cuda.is_available()
@@ -190,7 +189,7 @@ class RunLogCallback(TrainerCallback):
         elif "completions/mean_length" in logs:
             batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
             self.generated_tokens += logs["completions/mean_length"] * batch
-        record = {"step": state.global_step, **{key: json_scalar(value) for key, value in logs.items()}}
+        record = step_record(state.global_step, logs)
         record[ELAPSED_KEY] = round(time.perf_counter() - self.started - self.evaluation_seconds, 2)
         record[GENERATED_TOKENS_KEY] = self.generated_tokens
         if self.pending is not None:
@@ -285,8 +284,6 @@ def train_and_evaluate(
 
 
 def _build_trainer(variant, model, tokenizer, train: ReasoningGymSource, config, callbacks):
-    from ..cli.args import VARIANTS
-
     trainer = VARIANTS[variant].trainer_class(
         model,
         [train.reward_func],

@@ -1,0 +1,67 @@
+"""Records, from inside the accuracy reward, what every generated completion was: its length, whether it was right,
+and whether its group was degenerate.
+
+Every arm calls its reward functions once on every generated batch, dynamic sampling's extra rounds included (its
+replay of kept completions into TRL's scoring pass reuses the stored rewards and does not call them again), so
+this sees each generated completion exactly once, whatever the arm.
+"""
+
+import functools
+from collections import defaultdict
+
+from .stats import count_group_outcomes
+
+# DAPOConfig's default `dynamic_sampling_tolerance`: a group this flat has no signal for dynamic sampling either.
+EQUAL_SCORE_TOLERANCE = 1e-6
+
+
+class OutcomeProbe:
+    """Wraps a +1/-1 accuracy reward; per optimizer step (TRL's `trainer_state.global_step` at the call, i.e. the
+    number of steps already taken) it accumulates:
+
+    - `tokens`, `completions`: completion tokens and completions generated (prompt tokens are not counted);
+    - `correct_tokens`/`correct`, `wrong_tokens`/`wrong`: the same split by the reward's verdict (> 0 is right);
+    - `groups`, `all_correct`, `all_wrong`: groups of `num_generations` consecutive completions of one prompt, and
+      those whose completions were all right or all wrong by this reward (the soft overlong punishment is ignored);
+    - `equal_score_groups`: groups whose rewards are all equal (zero advantage for every completion), which differ
+      from the all-right or all-wrong groups where the reward gives partial credit.
+
+    `passed(reward)` says whether a completion is right: `reward > 0` by default (a +1/-1 or 0/1 reward).
+    """
+
+    FIELDS = ("tokens", "completions", "correct_tokens", "correct", "wrong_tokens", "wrong", "groups", "all_correct",
+              "all_wrong", "equal_score_groups")
+
+    def __init__(self, reward_func, num_generations: int, passed=lambda reward: reward > 0):
+        self.num_generations, self.passed = num_generations, passed
+        self.per_step: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(self.FIELDS, 0))
+
+        @functools.wraps(reward_func)  # keeps `__name__`, so TRL's `rewards/<name>/mean` metrics keep their names
+        def recorded(prompts, completions, completion_ids, trainer_state=None, **kwargs):
+            rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids,
+                                  trainer_state=trainer_state, **kwargs)
+            self.record(trainer_state.global_step if trainer_state else 0, prompts, completion_ids, rewards)
+            return rewards
+
+        self.reward_func = recorded
+
+    def record(self, step: int, prompts, completion_ids, rewards) -> None:
+        correct = [reward is not None and self.passed(reward) for reward in rewards]
+        row = self.per_step[step]
+        for ids, right in zip(completion_ids, correct, strict=True):
+            row["tokens"] += len(ids)
+            row["completions"] += 1
+            row["correct_tokens" if right else "wrong_tokens"] += len(ids)
+            row["correct" if right else "wrong"] += 1
+        outcomes = count_group_outcomes(prompts, correct, self.num_generations)
+        row["groups"] += outcomes.groups
+        row["all_correct"] += outcomes.all_correct
+        row["all_wrong"] += outcomes.all_wrong
+        for start in range(0, len(rewards), self.num_generations):
+            group = [reward for reward in rewards[start : start + self.num_generations] if reward is not None]
+            row["equal_score_groups"] += bool(group) and max(group) - min(group) <= EQUAL_SCORE_TOLERANCE
+
+    def series(self, num_steps: int) -> dict[str, list[int]]:
+        """One list per field, indexed by optimizer step 0..num_steps-1 (0 where a step generated nothing)."""
+        return {name: [self.per_step[step][name] if step in self.per_step else 0 for step in range(num_steps)]
+                for name in self.FIELDS}
