@@ -1,6 +1,6 @@
 """Mistakes in a training command line reported before torch, transformers or TRL load (`quick_checks`): the same
 one-line messages the full parse gives, the nearest field names for a misspelt one, and the flags a machine without
-a GPU needs. The seconds they take are measured by `benchmarks/cli_errors.py`, not here."""
+a GPU needs. The seconds they take are measured by `python -m benchmarks.cli_errors.cli_errors`, not here."""
 
 import json
 import os

@@ -10,8 +10,8 @@ drift and other work hit both alike:
 Both must print the same error line; the script fails otherwise. It prints a Markdown table with the machine and
 the load average before and after, which docs/benchmarks.md copies.
 
-    python benchmarks/cli_errors.py              # 5 repeats
-    python benchmarks/cli_errors.py --repeats 1  # a quick look
+    python -m benchmarks.cli_errors.cli_errors              # 5 repeats
+    python -m benchmarks.cli_errors.cli_errors --repeats 1  # a quick look
 """
 
 import argparse
@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from trl_variants.machine import cpu_model, usable_cpus
 
-from trl_variants.machine import cpu_model, usable_cpus  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 MISTAKES = {
     "negative learning rate": ["--learning_rate", "-1e-6"],

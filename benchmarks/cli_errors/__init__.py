@@ -1,0 +1,1 @@
+"""Study: seconds from starting the command line to its error line."""
