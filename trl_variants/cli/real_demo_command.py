@@ -40,7 +40,7 @@ def real_demo_main(argv: list[str]) -> int:
     )
     parser.add_argument("--samples_per_prompt", type=int, default=4, help="samples per held-out prompt (default 4)")
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: the example's choice, see docs/cli.md)"
+        "--threads", type=int, default=None, help="torch threads (default: torch's default, one per physical core)"
     )
     args = parser.parse_args(argv)
     for name, low in (("steps", 1), ("held_out_prompts", 1), ("samples_per_prompt", 1), ("threads", 1)):
