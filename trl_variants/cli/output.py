@@ -1,6 +1,7 @@
-"""Output folders for the command line: an early writability check, and a staged folder that only appears under
-its final name once everything in it is written."""
+"""Output folders for the command line: an early writability check, a staged folder that only appears under its
+final name once everything in it is written, and a resumable one that also keeps an unfinished run's work."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -74,3 +75,45 @@ class StagedFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class ResumableFolder(StagedFolder):
+    """`NAME.partial`, the sibling where an unfinished run keeps its work between calls: unlike `StagedFolder`'s,
+    its name does not change, so the same command finds the work there and continues it, and an interrupt leaves
+    it in place. `settings` (flag to value) are written into it as `SETTINGS_FILE`; a call with other settings is
+    refused rather than mixing two runs."""
+
+    SETTINGS_FILE = "run_settings.json"
+    SUFFIX = ".partial"
+
+    def __init__(self, final_path: str | os.PathLike, marker_file: str, settings: dict):
+        self.final_path = Path(final_path).expanduser().absolute()
+        self.marker_file = marker_file
+        self.check_replaceable()
+        self.path = self.final_path.with_name(self.final_path.name + self.SUFFIX)
+        settings_path = self.path / self.SETTINGS_FILE
+        self.resuming = self.path.exists()
+        if self.resuming:
+            if not settings_path.is_file():
+                raise CliUsageError(
+                    f"{str(self.path)!r} exists but holds no unfinished run (no {self.SETTINGS_FILE}); remove it or "
+                    "pass another --output_dir."
+                )
+            kept = json.loads(settings_path.read_text(encoding="utf-8"))
+            differences = [
+                f"{flag} {kept.get(flag)!r}, not {value!r}" for flag, value in settings.items() if kept.get(flag) != value
+            ]
+            if differences:
+                raise CliUsageError(
+                    f"{str(self.path)!r} holds an unfinished run with other settings ({'; '.join(differences)}); "
+                    "run it with its own settings to finish it, remove that folder to start afresh, or pass another "
+                    "--output_dir."
+                )
+        else:
+            self.path.mkdir(parents=True)
+            settings_path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+    def publish(self) -> Path:
+        final = super().publish()
+        (final / self.SETTINGS_FILE).unlink(missing_ok=True)
+        return final

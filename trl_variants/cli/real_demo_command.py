@@ -2,11 +2,22 @@
 mistyped option answer at once."""
 
 import argparse
+import shlex
 
 from .common import VARIANT_COMMANDS, CliUsageError
 
 REAL_DEMO_DEFAULT_STEPS = 20
 REAL_DEMO_DEFAULT_OUTPUT_DIR = "real-demo-output"
+# Flags whose value the command line of a run leaves out when it is the default.
+REAL_DEMO_DEFAULTS = {
+    "--variant": "dapo",
+    "--steps": REAL_DEMO_DEFAULT_STEPS,
+    "--seed": 0,
+    "--task": "basic_arithmetic",
+    "--held_out_prompts": 40,
+    "--samples_per_prompt": 4,
+    "--output_dir": REAL_DEMO_DEFAULT_OUTPUT_DIR,
+}
 
 
 class _RealDemoArgumentParser(argparse.ArgumentParser):
@@ -61,5 +72,6 @@ def real_demo_main(argv: list[str]) -> int:
         held_out_prompts=args.held_out_prompts,
         samples_per_prompt=args.samples_per_prompt,
         threads=args.threads,
+        command=shlex.join(["trl-variants", "real-demo", *argv]),
     )
     return 0
