@@ -121,12 +121,17 @@ def test_an_unfinished_run_of_other_settings_is_refused(tmp_path):
     settings = {"--steps": 20, "--seed": 0, "--task_config": None}
     work = ResumableFolder(tmp_path / "out", "summary.json", settings)
     assert not work.resuming and work.path == tmp_path / "out.partial"
-    assert ResumableFolder(tmp_path / "out", "summary.json", settings).resuming
     with pytest.raises(Exception, match=r"holds an unfinished run with other settings \(--seed 0, not 1\)"):
         ResumableFolder(tmp_path / "out", "summary.json", {**settings, "--seed": 1})
+    with pytest.raises(Exception, match="is in use by another run of this command"):
+        ResumableFolder(tmp_path / "out", "summary.json", settings)  # `work` still holds it
     (tmp_path / "other.partial").mkdir()
     with pytest.raises(Exception, match="exists but holds no unfinished run"):
         ResumableFolder(tmp_path / "other", "summary.json", settings)
+    with work:
+        pass
+    with ResumableFolder(tmp_path / "out", "summary.json", settings) as again:
+        assert again.resuming
 
 
 def test_the_partial_folder_is_ignored_by_git():
@@ -217,3 +222,45 @@ def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, t
     assert main(command.split()[1:]) == 0
     log = [json.loads(line)["step"] for line in (tmp_path / "out" / LOG_FILE).read_text().splitlines()]
     assert log == [1, 2, 3, 4, 5, 6]
+
+
+# What the command says about itself.
+
+
+def real_demo_help(capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["real-demo", "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_one_duration_everywhere(capsys):
+    """`--help`, the usage text, the README and docs/cli.md give the same duration, for the same machine."""
+    from trl_variants.cli.common import REAL_DEMO_DURATION
+    from trl_variants.cli.main import USAGE
+
+    texts = {
+        "--help": real_demo_help(capsys),
+        "usage": USAGE,
+        "README.md": (REPO_ROOT / "README.md").read_text(encoding="utf-8"),
+        "docs/cli.md": (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8"),
+    }
+    missing = [name for name, text in texts.items() if REAL_DEMO_DURATION not in " ".join(text.split())]
+    assert not missing, f"{missing} do not say {REAL_DEMO_DURATION!r}"
+
+
+def test_flag_defaults_in_docs_are_the_help_texts(capsys):
+    """docs/cli.md's table of real-demo flags says what `--help` says of each flag's default."""
+    help_text = " ".join(real_demo_help(capsys).split())
+    page = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("## `trl-variants real-demo`", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `--")]
+    checked = 0
+    for flag_cell, default_cell, *_ in rows:
+        flag = flag_cell.strip("| `")
+        if "," in flag:  # a row for two flags
+            continue
+        flag_help = help_text.split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert default_cell.replace("`", "") in flag_help, (flag, default_cell, flag_help)
+        checked += 1
+    assert checked >= 7

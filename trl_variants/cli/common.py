@@ -14,6 +14,10 @@ HELP_WIDTH = 100
 DEMO_DEFAULT_STEPS = 300
 DEMO_DEFAULT_OUTPUT_DIR = "demo-output"
 
+# How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
+# text, the README and docs/cli.md all say it in these words (docs/cli.md has the measurement and the effect of load).
+REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
+
 
 class CliUsageError(Exception):
     """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""

@@ -15,6 +15,7 @@ Until then the work is kept in `OUTPUT_DIR.partial` (a checkpoint after every st
 training; trl_variants/real/sittings.py): an interrupt leaves it there, and the same command continues from it.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -67,17 +68,11 @@ def run_real_demo(
         raise CliUsageError(str(error)) from None
     except ValueError as error:  # too few distinct questions for the held-out set
         raise CliUsageError(str(error)) from None
-    work = ResumableFolder(output_dir, marker_file=SUMMARY_FILE, settings=settings)
-    if work.resuming:
-        print(f"Continuing the unfinished run kept in {work.path}/.", file=out, flush=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            verbosity = transformers_logging.get_verbosity()
-            transformers_logging.set_verbosity_error()
-            progress_bars = transformers_logging.is_progress_bar_enabled()
-            transformers_logging.disable_progress_bar()  # transformers' bar for each checkpoint's model file
-            try:
+    with ResumableFolder(output_dir, marker_file=SUMMARY_FILE, settings=settings) as work:
+        if work.resuming:
+            print(f"Continuing the unfinished run kept in {work.path}/.", file=out, flush=True)
+        try:
+            with _quiet_libraries():
                 result = train_and_evaluate(
                     variant=variant,
                     seed=seed,
@@ -92,24 +87,38 @@ def run_real_demo(
                     progress=lambda line: print(line, file=out, flush=True),
                     resume=True,
                 )
-            finally:
-                transformers_logging.set_verbosity(verbosity)
-                if progress_bars:
-                    transformers_logging.enable_progress_bar()
-    except KeyboardInterrupt:
-        print(
-            f"\nInterrupted: {kept_work(work.path, steps)}.\nTo resume, run the same command again from "
-            f"{os.getcwd()}:\n  {command}",
-            file=out,
-            flush=True,
-        )
-        raise
-    result.output_dir = str(work.final_path)
-    summary = {key: value for key, value in dataclasses.asdict(result).items() if key != "log"}
-    (work.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    work.publish()
+        except KeyboardInterrupt:
+            print(
+                f"\nInterrupted: {kept_work(work.path, steps)}.\nTo resume, run the same command again from "
+                f"{os.getcwd()}:\n  {command}",
+                file=out,
+                flush=True,
+            )
+            raise
+        result.output_dir = str(work.final_path)
+        summary = {key: value for key, value in dataclasses.asdict(result).items() if key != "log"}
+        (work.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        work.publish()
     print_real_report(result, out)
     return result
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Library warnings and info logs off, and transformers' progress bar for each checkpoint's model file: the
+    demo's own progress lines say more."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verbosity = transformers_logging.get_verbosity()
+        transformers_logging.set_verbosity_error()
+        progress_bars = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            transformers_logging.set_verbosity(verbosity)
+            if progress_bars:
+                transformers_logging.enable_progress_bar()
 
 
 def real_demo_command_line(settings: dict, output_dir: str) -> str:
