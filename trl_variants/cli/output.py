@@ -104,7 +104,9 @@ class ResumableFolder(StagedFolder):
                 )
             kept = json.loads(settings_path.read_text(encoding="utf-8"))
             differences = [
-                f"{flag} {kept.get(flag)!r}, not {value!r}" for flag, value in settings.items() if kept.get(flag) != value
+                f"{flag} {kept.get(flag)!r}, not {value!r}"
+                for flag, value in settings.items()
+                if kept.get(flag) != value
             ]
             if differences:
                 raise CliUsageError(

@@ -29,7 +29,7 @@ from ..real.run import DEFAULT_TASK, make_held_out, train_and_evaluate
 from ..real.sittings import kept_work
 from ..real.smollm2 import SmolLM2Unavailable, cache_root, smollm2_folder
 from ..rewards.reasoning_gym_source import ReasoningGymError
-from .common import CliUsageError
+from .common import REAL_DEMO_DEFAULTS, CliUsageError
 from .output import ResumableFolder, check_output_dir
 
 SUMMARY_FILE = "real_demo_summary.json"
@@ -123,8 +123,6 @@ def _quiet_libraries():
 
 def real_demo_command_line(settings: dict, output_dir: str) -> str:
     """The `trl-variants real-demo` command of `settings` (flag to value; defaults left out) and `output_dir`."""
-    from .real_demo_command import REAL_DEMO_DEFAULTS
-
     words = ["trl-variants", "real-demo"]
     for flag, value in {**settings, "--output_dir": output_dir}.items():
         if value != REAL_DEMO_DEFAULTS.get(flag) and value is not None:

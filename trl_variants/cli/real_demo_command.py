@@ -4,20 +4,8 @@ mistyped option answer at once."""
 import argparse
 import shlex
 
-from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
+from .common import REAL_DEMO_DEFAULTS, REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
 
-REAL_DEMO_DEFAULT_STEPS = 20
-REAL_DEMO_DEFAULT_OUTPUT_DIR = "real-demo-output"
-# Flags whose value the command line of a run leaves out when it is the default.
-REAL_DEMO_DEFAULTS = {
-    "--variant": "dapo",
-    "--steps": REAL_DEMO_DEFAULT_STEPS,
-    "--seed": 0,
-    "--task": "basic_arithmetic",
-    "--held_out_prompts": 40,
-    "--samples_per_prompt": 4,
-    "--output_dir": REAL_DEMO_DEFAULT_OUTPUT_DIR,
-}
 
 
 class _RealDemoArgumentParser(argparse.ArgumentParser):
@@ -36,24 +24,35 @@ def real_demo_main(argv: list[str]) -> int:
         "goes (a checkpoint after every step): Ctrl-C keeps the finished steps, and the same command resumes from "
         "them.",
     )
-    parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
+    defaults = {flag.removeprefix("--"): value for flag, value in REAL_DEMO_DEFAULTS.items()}
     parser.add_argument(
-        "--steps", type=int, default=REAL_DEMO_DEFAULT_STEPS, help=f"optimizer steps (default {REAL_DEMO_DEFAULT_STEPS})"
+        "--variant", default=defaults["variant"], choices=VARIANT_COMMANDS,
+        help=f"trainer to use (default {defaults['variant']})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, default=defaults["steps"], help=f"optimizer steps (default {defaults['steps']})"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the training entries and of training (default 0)")
+    parser.add_argument(
+        "--seed", type=int, default=defaults["seed"],
+        help=f"seed of the training entries and of training (default {defaults['seed']})",
+    )  # fmt: skip
     parser.add_argument(
         "--output_dir",
-        default=REAL_DEMO_DEFAULT_OUTPUT_DIR,
-        help=f"output folder for the model, its card and the log (default {REAL_DEMO_DEFAULT_OUTPUT_DIR}/)",
+        default=defaults["output_dir"],
+        help=f"output folder for the model, its card and the log (default {defaults['output_dir']}/)",
     )
     parser.add_argument(
         "--task", default=None, help="reasoning-gym task (default basic_arithmetic: two one-digit terms, + and -)"
     )
     parser.add_argument("--task_config", default=None, help="the task's config as JSON (default: the example's)")
     parser.add_argument(
-        "--held_out_prompts", type=int, default=40, help="held-out prompts, never trained on (default 40)"
-    )
-    parser.add_argument("--samples_per_prompt", type=int, default=4, help="samples per held-out prompt (default 4)")
+        "--held_out_prompts", type=int, default=defaults["held_out_prompts"],
+        help=f"held-out prompts, never trained on (default {defaults['held_out_prompts']})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--samples_per_prompt", type=int, default=defaults["samples_per_prompt"],
+        help=f"samples per held-out prompt (default {defaults['samples_per_prompt']})",
+    )  # fmt: skip
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's default, one per physical core)"
     )
