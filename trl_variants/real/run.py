@@ -298,15 +298,12 @@ def train_and_evaluate(
             report(f"Training {variant} for {steps} steps on {len(train.dataset)} prompts ({train.excluded} held-out "
                    "questions removed), a line per step...")
             log_callback = RunLogCallback(measure, eval_every, log_path, previous=earlier.records)
-            own_callbacks = [log_callback, *([StepProgress(report)] if progress else [])]
+            all_callbacks = [log_callback, *([StepProgress(report)] if progress else []), *(callbacks or [])]
             if earlier.step >= steps:
-                # Every step is done; transformers would train one more from the last step's checkpoint.
-                model = type(model).from_pretrained(earlier.checkpoint, dtype=model.dtype)
-            trainer = _build_trainer(variant, model, tokenizer, train, config, [*own_callbacks, *(callbacks or [])])
-            if earlier.step >= steps:
-                trainer.state = TrainerState.load_from_json(os.path.join(earlier.checkpoint, TRAINER_STATE_NAME))
+                trainer = _trainer_at(earlier.checkpoint, variant, model, tokenizer, train, config, all_callbacks)
                 train_seconds = log_callback.earlier_seconds
             else:
+                trainer = _build_trainer(variant, model, tokenizer, train, config, all_callbacks)
                 trainer.train(resume_from_checkpoint=earlier.checkpoint)
                 train_seconds = log_callback.train_seconds()
             report(f"  trained in {clock(train_seconds)}"
@@ -352,6 +349,15 @@ def _build_trainer(variant, model, tokenizer, train: ReasoningGymSource, config,
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _trainer_at(checkpoint: str, variant, model, tokenizer, train: ReasoningGymSource, config, callbacks):
+    """The trainer of a run whose every step is done, holding the model and state of its last checkpoint: resumed
+    from the checkpoint of its last step, transformers would train one step more."""
+    trained = type(model).from_pretrained(checkpoint, dtype=model.dtype)
+    trainer = _build_trainer(variant, trained, tokenizer, train, config, callbacks)
+    trainer.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
     return trainer
 
 
