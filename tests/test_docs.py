@@ -257,6 +257,20 @@ def test_readme_has_exactly_two_setup_commands():
     assert all(command.startswith("pip install torch==") for command in commands), commands
 
 
+def test_readme_test_command_installs_the_real_model_and_keeps_the_editable_install():
+    """The real-model tests run for a user who copies the test command, not only in CI; the real-model example's
+    install line keeps the set-up command's editable install."""
+    from trl_variants.real.smollm2 import INSTALL_COMMAND
+
+    test_command = readme_setup_commands()[1]
+    assert f" && {INSTALL_COMMAND} && " in test_command, test_command
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    cli_page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for page in (readme, cli_page):
+        install_lines = [line for line in page.splitlines() if '".[real-model]"' in line and "pip install" in line]
+        assert install_lines and all('pip install -e ".[real-model]"' in line for line in install_lines)
+
+
 def test_readme_test_command_is_the_ci_command():
     ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     ci_commands = [line for line in ci_lines if line.startswith("pip install")]

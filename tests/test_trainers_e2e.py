@@ -3,6 +3,7 @@ and replace GRPOTrainer in an unchanged training script."""
 
 import copy
 import os
+import re
 
 import pytest
 import torch
@@ -37,6 +38,23 @@ def changed(before: dict, after: dict) -> list[str]:
 def read_card(output_dir) -> str:
     with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as card:
         return card.read()
+
+
+def empty_sections(card: str) -> list[str]:
+    """Headings with nothing under them before the next heading, and runs of blank lines (what TRL's template
+    leaves of its experiment-tracker badges when no tracker was used)."""
+    problems, heading, body, in_code = [], None, [], False
+    for line in [*card.split("\n"), "# end"]:
+        in_code ^= line.startswith("```")
+        if line.startswith("#") and not in_code:
+            if heading is not None and not "".join(body).strip() and not line.startswith(heading.split(" ")[0] + "#"):
+                problems.append(f"empty section {heading!r}")
+            heading, body = line, []
+        else:
+            body.append(line)
+    if re.search(r"\n[ \t]*\n[ \t]*\n[ \t]*\n", card):
+        problems.append("a run of blank lines")
+    return problems
 
 
 def card_tags(card: str) -> set[str]:
@@ -76,7 +94,8 @@ def test_trains_saves_a_checkpoint_and_model_card_and_reloads(variant, tmp_path)
     card = read_card(tmp_path)
     assert {"trl", "trl-variants", variant} <= card_tags(card)
     assert f"arXiv:{arxiv_id}" in card and f"papers/{arxiv_id}" in card
-    assert f"## {display_name} settings" in card
+    assert f"### {display_name} settings" in card.split("## Training procedure\n", 1)[1].split("\n## ", 1)[0]
+    assert not empty_sections(card), card
     assert f"| `loss_type` | `{config.loss_type}` |" in card
 
 

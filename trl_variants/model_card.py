@@ -31,14 +31,29 @@ DR_GRPO_PAPER = {
 }
 
 
-def settings_section(variant_name: str, settings: dict[str, object]) -> str:
+def settings_section(variant_name: str, settings: dict[str, object], steps: int) -> str:
     rows = "\n".join(f"| `{name}` | `{value}` |" for name, value in settings.items())
     return (
-        f"\n## {variant_name} settings\n\n"
-        f"Trained with [trl-variants](https://pypi.org/project/trl-variants/) `{variant_name}`.\n\n"
+        f"### {variant_name} settings\n\n"
+        f"Trained with [trl-variants](https://pypi.org/project/trl-variants/) `{variant_name}` for {steps} optimizer "
+        f"step{'s' if steps != 1 else ''}.\n\n"
         "| setting | value |\n|---|---|\n"
-        f"{rows}\n"
+        f"{rows}\n\n"
     )
+
+
+TRAINING_PROCEDURE = re.compile(r"(## Training procedure\n)(.*?)(### Framework versions\n)", re.DOTALL)
+
+
+def with_training_procedure(text: str, settings: str) -> str:
+    """The card with `settings` in TRL's "Training procedure" section, whose experiment-tracker badge lines are
+    left blank when no tracker was used (the section otherwise holds one sentence), without those blank lines."""
+    match = TRAINING_PROCEDURE.search(text)
+    if match is None:  # another TRL template: the settings still reach the card, at its end
+        return text.rstrip("\n") + "\n\n" + settings.replace("### ", "## ", 1)
+    kept = [line for line in match.group(2).split("\n") if line.strip()]
+    body = "\n\n".join(kept)
+    return text[: match.start(2)] + f"\n{body}\n\n{settings}" + text[match.start(3) :]
 
 
 def is_hub_dataset_id(name: str | None) -> bool:
@@ -136,9 +151,9 @@ def tidy_model_card(trainer, dataset_name: str | None, model_name: str | None = 
 
 
 class VariantModelCardMixin:
-    """Appends the variant's key settings to the model card TRL writes (tags and citation come from `_paper`,
-    `_name` and `_tag_names`, which TRL's own model card already uses), and names a base model or dataset that is
-    not on the Hub without a link."""
+    """Adds the variant's key settings to the "Training procedure" section of the model card TRL writes (tags and
+    citation come from `_paper`, `_name` and `_tag_names`, which TRL's own model card already uses), and names a
+    base model or dataset that is not on the Hub without a link."""
 
     def _variant_settings(self) -> dict[str, object]:
         raise NotImplementedError
@@ -153,5 +168,8 @@ class VariantModelCardMixin:
             return
         tidy_model_card(self, dataset_name, model_name)
         path = os.path.join(self.args.output_dir, "README.md")
-        with open(path, "a", encoding="utf-8") as card:
-            card.write(settings_section(self._name, self._variant_settings()))
+        with open(path, encoding="utf-8") as card:
+            text = card.read()
+        settings = settings_section(self._name, self._variant_settings(), self.state.global_step)
+        with open(path, "w", encoding="utf-8") as card:
+            card.write(with_training_procedure(text, settings))

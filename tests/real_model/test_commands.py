@@ -27,11 +27,15 @@ def test_real_demo_prints_before_and_after_and_writes_its_folder(
     assert code == 0
     printed = capsys.readouterr().out
     assert "held-out pass rate (2 prompts x 1)" in printed and "; printed on " in printed
+    for progress in ("before training: 2/2 samples", "step 1/1 (reward ", "after training: 2/2 samples"):
+        assert progress in printed, printed
+    assert not (tmp_path / "real-demo.partial").exists()  # the work folder became the output
     summary = json.loads((output_dir / "real_demo_summary.json").read_text())
     assert summary["before"]["prompts"] == 2 and summary["steps"] == 1 and summary["variant"] == "dapo"
     assert summary["excluded_from_training"] > 0  # the held-out questions were removed from training
     written = {path.name for path in output_dir.iterdir()}
     assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "training_log.jsonl"} <= written
+    assert not [name for name in written if name.startswith("checkpoint")]
 
 
 def test_training_command_on_a_reasoning_gym_task(smollm2_path, arithmetic, tmp_path, capsys):

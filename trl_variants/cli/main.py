@@ -13,13 +13,14 @@ output folder) print one line starting with `trl-variants: error:` and exit with
 
 import sys
 
-from .common import VARIANT_COMMANDS, CliUsageError
+from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
 
-USAGE = """usage: trl-variants {demo,real-demo,dapo,dr-grpo,grpo} [options]
+USAGE = f"""usage: trl-variants {{demo,real-demo,dapo,dr-grpo,grpo}} [options]
 
 commands:
   demo      offline CPU demo: trains a tiny policy with DAPO and shows its held-out accuracy before and after
-  real-demo offline CPU example: trains SmolLM2-135M-Instruct on a reasoning-gym task (about 20 minutes)
+  real-demo offline CPU example: trains SmolLM2-135M-Instruct on a reasoning-gym task
+            ({REAL_DEMO_DURATION}; Ctrl-C keeps its steps, the same command resumes)
   dapo      train with DAPOTrainer (DAPOConfig flags, TRL's ModelConfig and dataset flags)
   dr-grpo   train with DrGRPOTrainer (DrGRPOConfig flags)
   grpo      train with TRL's GRPOTrainer, the baseline, through the same launcher

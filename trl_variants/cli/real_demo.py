@@ -3,27 +3,34 @@ on a CPU.
 
 SmolLM2-135M-Instruct (trl_variants/real/smollm2.py) trains with the chosen trainer on reasoning-gym's
 `basic_arithmetic` (two one-digit terms, + and -), rewarded by the task's own verifier, and its sampled pass rate on
-held-out prompts never trained on is measured before and after (trl_variants/real/run.py). The output folder,
-which appears only once complete, holds:
+held-out prompts never trained on is measured before and after (trl_variants/real/run.py), with a progress line per
+training step and per evaluation batch. The output folder, which appears only once complete, holds:
 
     model.safetensors, config.json, tokenizer files   the trained model
     README.md                                         its model card
     training_log.jsonl                                one JSON object per training step
     real_demo_summary.json                            the before/after numbers, written last
+
+Until then the work is kept in `OUTPUT_DIR.partial` (a checkpoint after every step, the log, the evaluation before
+training; trl_variants/real/sittings.py): an interrupt leaves it there, and the same command continues from it.
 """
 
+import contextlib
 import dataclasses
 import json
+import os
+import shlex
 import sys
 import warnings
 
 from transformers.utils import logging as transformers_logging
 
 from ..real.run import DEFAULT_TASK, make_held_out, train_and_evaluate
+from ..real.sittings import kept_work
 from ..real.smollm2 import SmolLM2Unavailable, cache_root, smollm2_folder
 from ..rewards.reasoning_gym_source import ReasoningGymError
-from .common import CliUsageError
-from .output import StagedFolder, check_output_dir
+from .common import REAL_DEMO_DEFAULTS, CliUsageError
+from .output import ResumableFolder, check_output_dir
 
 SUMMARY_FILE = "real_demo_summary.json"
 LOG_FILE = "training_log.jsonl"
@@ -40,10 +47,18 @@ def run_real_demo(
     samples_per_prompt: int = 4,
     threads: int | None = None,
     out=None,
+    command: str | None = None,
 ):
-    """Runs the example and writes its output folder; returns the `RealRunResult`."""
+    """Runs the example, or continues an interrupted run of the same settings, and writes its output folder;
+    returns the `RealRunResult`. `command`: the command line that started it, printed on an interrupt as the way to
+    resume (default: the `trl-variants real-demo` command of these settings)."""
     out = out or sys.stdout
     task = task or DEFAULT_TASK
+    settings = {
+        "--variant": variant, "--steps": steps, "--seed": seed, "--task": task, "--task_config": task_config,
+        "--held_out_prompts": held_out_prompts, "--samples_per_prompt": samples_per_prompt,
+    }  # fmt: skip
+    command = command or real_demo_command_line(settings, output_dir)
     check_output_dir(output_dir)
     try:
         print(f"Loading SmolLM2-135M-Instruct (converted once, cached under {cache_root()})...", file=out, flush=True)
@@ -53,13 +68,11 @@ def run_real_demo(
         raise CliUsageError(str(error)) from None
     except ValueError as error:  # too few distinct questions for the held-out set
         raise CliUsageError(str(error)) from None
-    staged = StagedFolder(output_dir, marker_file=SUMMARY_FILE)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            verbosity = transformers_logging.get_verbosity()
-            transformers_logging.set_verbosity_error()
-            try:
+    with ResumableFolder(output_dir, marker_file=SUMMARY_FILE, settings=settings) as work:
+        if work.resuming:
+            print(f"Continuing the unfinished run kept in {work.path}/.", file=out, flush=True)
+        try:
+            with _quiet_libraries():
                 result = train_and_evaluate(
                     variant=variant,
                     seed=seed,
@@ -68,22 +81,53 @@ def run_real_demo(
                     task_config=task_config,
                     held_out=held_out,
                     samples_per_prompt=samples_per_prompt,
-                    log_path=staged.path / LOG_FILE,
-                    output_dir=staged.path,
+                    log_path=work.path / LOG_FILE,
+                    output_dir=work.path,
                     threads=threads,
                     progress=lambda line: print(line, file=out, flush=True),
+                    resume=True,
                 )
-            finally:
-                transformers_logging.set_verbosity(verbosity)
-        result.output_dir = str(staged.final_path)
+        except KeyboardInterrupt:
+            print(
+                f"\nInterrupted: {kept_work(work.path, steps)}.\nTo resume, run the same command again from "
+                f"{os.getcwd()}:\n  {command}",
+                file=out,
+                flush=True,
+            )
+            raise
+        result.output_dir = str(work.final_path)
         summary = {key: value for key, value in dataclasses.asdict(result).items() if key != "log"}
-        (staged.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        staged.publish()
-    except BaseException:
-        staged.discard()
-        raise
+        (work.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        work.publish()
     print_real_report(result, out)
     return result
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Library warnings and info logs off, and transformers' progress bar for each checkpoint's model file: the
+    demo's own progress lines say more."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verbosity = transformers_logging.get_verbosity()
+        transformers_logging.set_verbosity_error()
+        progress_bars = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            transformers_logging.set_verbosity(verbosity)
+            if progress_bars:
+                transformers_logging.enable_progress_bar()
+
+
+def real_demo_command_line(settings: dict, output_dir: str) -> str:
+    """The `trl-variants real-demo` command of `settings` (flag to value; defaults left out) and `output_dir`."""
+    words = ["trl-variants", "real-demo"]
+    for flag, value in {**settings, "--output_dir": output_dir}.items():
+        if value != REAL_DEMO_DEFAULTS.get(flag) and value is not None:
+            words += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return shlex.join(words)
 
 
 def print_real_report(result, out) -> None:

@@ -45,10 +45,12 @@ def sampled_pass_rate(
     temperature: float = 1.0,
     batch_size: int = 64,
     seed: int = 0,
+    progress=None,
 ) -> PassRate:
     """The pass rate of `model` on every prompt of `held_out` (a `ReasoningGymSource`), `samples_per_prompt`
     samples each at `temperature` (or one greedy sample each with `greedy=True`), completions of at most
-    `max_new_tokens` tokens, generated `batch_size` sequences at a time."""
+    `max_new_tokens` tokens, generated `batch_size` sequences at a time. `progress`, when given, is called after
+    each batch with the samples done so far and the samples in all."""
     if samples_per_prompt < 1:
         raise ValueError(f"sampled_pass_rate: samples_per_prompt={samples_per_prompt}; expected an integer >= 1.")
     started = time.perf_counter()
@@ -87,6 +89,8 @@ def sampled_pass_rate(
                     text = tokenizer.decode(completion_ids[:length], skip_special_tokens=True)
                     index = rows[position]["reasoning_gym_index"]
                     scores[position].append(held_out.reward_func.score(text, index))
+                if progress is not None:
+                    progress(start + len(batch), len(jobs))
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
-from transformers.trainer_callback import PrinterCallback
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import PrinterCallback, TrainerState
 
 from ..log_records import step_record
 from ..machine import describe_machine
@@ -27,6 +28,8 @@ from ..rewards.reasoning_gym_source import (
 )
 from ..variants import VARIANTS
 from .evaluation import PassRate, sampled_pass_rate
+from .progress import StepProgress, clock, evaluation_progress
+from .sittings import CHECKPOINT_EVERY_STEP, EarlierSittings, earlier_sittings, keep_before, remove_sitting_files
 from .smollm2 import load_smollm2
 
 # Two one-digit terms, + and -: the base model is right on a fraction of them, so its first steps mix informative
@@ -160,21 +163,42 @@ def variant_config(variant: str, output_dir: str, seed: int, steps: int, overrid
 
 
 class RunLogCallback(TrainerCallback):
-    """Keeps every logged step with the seconds spent training so far (held-out evaluations excluded) and the
-    completion tokens generated so far, measures the held-out pass rate every `eval_every` steps, and appends each
-    record to `log_path` as JSON."""
+    """Keeps every logged step with the seconds spent training so far (held-out evaluations and checkpoint writes
+    excluded) and the completion tokens generated so far, measures the held-out pass rate every `eval_every` steps,
+    and appends each record to `log_path` as JSON. `previous`: the records of earlier sittings of a resumed run,
+    whose last one the clock and the token count continue from."""
 
-    def __init__(self, measure=None, eval_every: int | None = None, log_path: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        measure=None,
+        eval_every: int | None = None,
+        log_path: str | os.PathLike | None = None,
+        previous: list[dict] | None = None,
+    ):
         self.measure, self.eval_every = measure, eval_every
         self.log_path = Path(log_path) if log_path else None
-        self.records: list[dict] = []
+        self.records: list[dict] = list(previous or [])
+        last = self.records[-1] if self.records else {}
+        self.earlier_seconds = last.get(ELAPSED_KEY, 0.0)
+        self.generated_tokens = last.get(GENERATED_TOKENS_KEY, 0.0)
         self.started = time.perf_counter()
-        self.generated_tokens = 0.0
-        self.evaluation_seconds = 0.0
+        self.evaluation_seconds = self.checkpoint_seconds = 0.0
+        self.logged_at: float | None = None
         self.pending: PassRate | None = None
+
+    def train_seconds(self) -> float:
+        """Seconds spent training so far, over every sitting."""
+        this_sitting = time.perf_counter() - self.started - self.evaluation_seconds - self.checkpoint_seconds
+        return self.earlier_seconds + this_sitting
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.perf_counter()
+
+    def on_save(self, args, state, control, **kwargs):
+        # transformers saves right after logging the step.
+        if self.logged_at is not None:
+            self.checkpoint_seconds += time.perf_counter() - self.logged_at
+            self.logged_at = None
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.measure is not None and self.eval_every and state.global_step % self.eval_every == 0:
@@ -190,7 +214,7 @@ class RunLogCallback(TrainerCallback):
             batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
             self.generated_tokens += logs["completions/mean_length"] * batch
         record = step_record(state.global_step, logs)
-        record[ELAPSED_KEY] = round(time.perf_counter() - self.started - self.evaluation_seconds, 2)
+        record[ELAPSED_KEY] = round(self.train_seconds(), 2)
         record[GENERATED_TOKENS_KEY] = self.generated_tokens
         if self.pending is not None:
             record[HELD_OUT_KEY] = self.pending.pass_rate
@@ -199,6 +223,7 @@ class RunLogCallback(TrainerCallback):
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as log_file:
                 log_file.write(json.dumps(record) + "\n")
+        self.logged_at = time.perf_counter()
 
 
 def train_and_evaluate(
@@ -218,6 +243,7 @@ def train_and_evaluate(
     output_dir: str | os.PathLike | None = None,
     threads: int | None = None,
     progress=None,
+    resume: bool = False,
 ) -> RealRunResult:
     """Trains SmolLM2-135M-Instruct with `variant` for `steps` optimizer steps on `task` and returns the held-out
     pass rate before and after.
@@ -228,8 +254,14 @@ def train_and_evaluate(
     (logged as `held_out_pass_rate`). `config_overrides`: trainer config fields over the example's settings.
     `callbacks`: extra `TrainerCallback`s. `log_path`: a JSONL file receiving one record per step. `output_dir`:
     where the trained model, tokenizer and model card are saved (default: nothing is saved). `threads`: torch's
-    thread count during the run. `progress`: a function receiving one line of text per phase.
+    thread count during the run. `progress`: a function receiving each line of progress: the phases, every
+    training step and every evaluation batch, with the time elapsed and an estimate of the time left.
+    `resume`: keep the run's work in `output_dir` as it goes (a checkpoint after every step, the evaluation before
+    training) and, when `output_dir` holds an earlier sitting's work, continue from its last complete checkpoint,
+    with the same results as a run never stopped (trl_variants/real/sittings.py).
     """
+    if resume and (output_dir is None or log_path is None):
+        raise ValueError("train_and_evaluate: resume=True keeps the run's work in output_dir and log_path; pass both.")
     report = progress or (lambda line: None)
     previous_threads = torch.get_num_threads()
     if threads is not None:
@@ -237,31 +269,52 @@ def train_and_evaluate(
     try:
         held_out = held_out if held_out is not None else make_held_out(task, task_config)
         train = make_training_source(held_out, task, task_config, train_size, seed)
+        earlier = earlier_sittings(output_dir, log_path) if resume else EarlierSittings(None, None, [])
+        overrides = {**CHECKPOINT_EVERY_STEP, **(config_overrides or {})} if resume else config_overrides
         with tempfile.TemporaryDirectory(prefix="trl-variants-real-") as scratch:
-            config = variant_config(variant, str(output_dir or scratch), seed, steps, config_overrides)
+            config = variant_config(variant, str(output_dir or scratch), seed, steps, overrides)
             model, tokenizer = load_smollm2()
 
-            def measure(current_model) -> PassRate:
+            def measure(current_model, label: str | None = None) -> PassRate:
                 return sampled_pass_rate(
                     current_model, tokenizer, held_out, samples_per_prompt, greedy,
                     max_new_tokens=config.max_completion_length, temperature=config.temperature, seed=seed,
+                    progress=evaluation_progress(report, label) if progress and label else None,
                 )
 
-            report(f"Held-out pass rate before training ({len(held_out.dataset)} prompts x {samples_per_prompt})...")
-            before = measure(model)
-            report(f"  {before.pass_rate:.3f} in {before.seconds:.0f} s. Training {variant} for {steps} steps on "
-                   f"{len(train.dataset)} prompts ({train.excluded} held-out questions removed)...")
-            log_callback = RunLogCallback(measure, eval_every, log_path)
-            trainer = _build_trainer(variant, model, tokenizer, train, config, [log_callback, *(callbacks or [])])
-            started = time.perf_counter()
-            trainer.train()
-            train_seconds = time.perf_counter() - started
-            report(f"  trained in {train_seconds:.0f} s. Held-out pass rate after training...")
-            after = measure(trainer.model)
+            samples = f"{len(held_out.dataset)} prompts x {1 if greedy else samples_per_prompt}"
+            before = earlier.before
+            if before is None:
+                report(f"Held-out pass rate before training ({samples})...")
+                before = measure(model, "before training:")
+                if resume:
+                    keep_before(output_dir, before)
+                report(f"  {before.pass_rate:.3f} in {clock(before.seconds)}.")
+            else:
+                report(f"Held-out pass rate before training: {before.pass_rate:.3f}, kept from an earlier sitting.")
+            if earlier.checkpoint is not None:
+                report(f"Resuming from step {earlier.step} of {steps} ({earlier.checkpoint}).")
+            report(f"Training {variant} for {steps} steps on {len(train.dataset)} prompts ({train.excluded} held-out "
+                   "questions removed), a line per step...")
+            log_callback = RunLogCallback(measure, eval_every, log_path, previous=earlier.records)
+            all_callbacks = [log_callback, *([StepProgress(report)] if progress else []), *(callbacks or [])]
+            if earlier.step >= steps:
+                trainer = _trainer_at(earlier.checkpoint, variant, model, tokenizer, train, config, all_callbacks)
+                train_seconds = log_callback.earlier_seconds
+            else:
+                trainer = _build_trainer(variant, model, tokenizer, train, config, all_callbacks)
+                trainer.train(resume_from_checkpoint=earlier.checkpoint)
+                train_seconds = log_callback.train_seconds()
+            report(f"  trained in {clock(train_seconds)}"
+                   + (f" (and {clock(log_callback.checkpoint_seconds)} writing checkpoints)" if resume else "")
+                   + f". Held-out pass rate after training ({samples})...")
+            after = measure(trainer.model, "after training:")
             if output_dir is not None:
                 trainer.save_model(str(output_dir))
                 tokenizer.save_pretrained(str(output_dir))
                 trainer.create_model_card(model_name=Path(output_dir).name, dataset_name=f"reasoning-gym {task}")
+            if resume:
+                remove_sitting_files(output_dir)
     finally:
         torch.set_num_threads(previous_threads)
     return RealRunResult(
@@ -293,6 +346,15 @@ def _build_trainer(variant, model, tokenizer, train: ReasoningGymSource, config,
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _trainer_at(checkpoint: str, variant, model, tokenizer, train: ReasoningGymSource, config, callbacks):
+    """The trainer of a run whose every step is done, holding the model and state of its last checkpoint: resumed
+    from the checkpoint of its last step, transformers would train one step more."""
+    trained = type(model).from_pretrained(checkpoint, dtype=model.dtype)
+    trainer = _build_trainer(variant, trained, tokenizer, train, config, callbacks)
+    trainer.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
     return trainer
 
 

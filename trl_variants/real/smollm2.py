@@ -101,7 +101,7 @@ def _convert(source: Path, folder: Path, fingerprint: dict) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise SmolLM2Unavailable(
             f"converting {source.name} needs the gguf package, which is not installed; install it with "
-            "`pip install gguf` (or the package's extra: pip install \".[real-model]\")."
+            "`pip install gguf` (or the package's extra, from a clone: pip install -e \".[real-model]\")."
         )
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as transformers_logging

@@ -1,0 +1,266 @@
+"""`trl-variants real-demo` shows its progress and keeps its work: a line per training step and per evaluation batch
+with the time elapsed and left, and an interrupt that keeps the finished steps, their log and the way to resume,
+from which the same command finishes with the results of a run never stopped.
+
+Its own code path runs on a tiny chat model built from a config in the real model's place (tests/tiny_chat_model.py);
+tests/real_model/test_commands.py runs it on the real one."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from trl_variants.cli import main
+from trl_variants.cli.output import ResumableFolder
+from trl_variants.cli.real_demo import LOG_FILE, SUMMARY_FILE, run_real_demo
+from trl_variants.real.progress import clock, progress_line
+from trl_variants.real.sittings import BEFORE_FILE, earlier_sittings
+
+from ..tiny_chat_model import use_tiny_chat_model
+
+pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip install ".[reasoning-gym]"')
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).parent / "scripts" / "real_demo_on_a_tiny_model.py"
+SMALL = {"held_out_prompts": 3, "samples_per_prompt": 2, "threads": 1}
+SMALL_FLAGS = ["--held_out_prompts", "3", "--samples_per_prompt", "2", "--threads", "1"]
+# What differs between two runs of the same settings: clocks, and where the output went.
+TIMING_KEYS = {"step_time", "elapsed_seconds", "train_seconds", "seconds_per_step", "seconds", "output_dir"}
+
+
+@pytest.fixture
+def tiny_model(monkeypatch):
+    use_tiny_chat_model(monkeypatch.setattr)
+
+
+class InterruptOnLine(io.StringIO):
+    """The demo's output stream, raising KeyboardInterrupt (as Ctrl-C would) when the line containing `text` is
+    printed: a deterministic interrupt at a chosen point of the run."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def write(self, line):
+        written = super().write(line)
+        if self.text is not None and self.text in line:
+            self.text = None
+            raise KeyboardInterrupt
+        return written
+
+
+def without_timing(value):
+    if isinstance(value, dict):
+        return {key: without_timing(item) for key, item in value.items() if key not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [without_timing(item) for item in value]
+    return value
+
+
+def finished_run(output_dir: Path) -> tuple[dict, list[dict], dict]:
+    """The summary and the log without their clocks, and the trained weights."""
+    summary = json.loads((output_dir / SUMMARY_FILE).read_text())
+    log = [json.loads(line) for line in (output_dir / LOG_FILE).read_text().splitlines()]
+    return without_timing(summary), without_timing(log), load_file(output_dir / "model.safetensors")
+
+
+def assert_same_run(actual: Path, expected: Path):
+    actual_summary, actual_log, actual_weights = finished_run(actual)
+    expected_summary, expected_log, expected_weights = finished_run(expected)
+    assert actual_summary == expected_summary
+    assert [record["step"] for record in actual_log] == [record["step"] for record in expected_log]
+    assert actual_log == expected_log
+    assert actual_weights.keys() == expected_weights.keys()
+    assert all(torch.equal(actual_weights[name], expected_weights[name]) for name in expected_weights)
+
+
+# Progress lines, without a model.
+
+
+def test_clock_reads_minutes_and_hours():
+    assert [clock(seconds) for seconds in (0, 59.4, 61, 3599, 3600, 37 * 60 * 2 + 5)] == [
+        "0:00", "0:59", "1:01", "59:59", "1:00:00", "1:14:05",
+    ]  # fmt: skip
+
+
+def test_progress_line_estimates_the_time_left_from_this_sittings_pace():
+    assert progress_line("step", 0, 20, 3) == "  step 0/20: 0:03 elapsed"
+    assert progress_line("step", 2, 20, 80, details=" (reward 0.25)") == (
+        "  step 2/20 (reward 0.25): 1:20 elapsed, about 12:00 left"
+    )
+    # Resumed at step 10: two steps in 80 s this sitting, eight to go.
+    assert progress_line("step", 12, 20, 80, done_at_start=10) == "  step 12/20: 1:20 elapsed, about 5:20 left"
+    assert progress_line("step", 20, 20, 800) == "  step 20/20: 13:20 elapsed, done"
+
+
+# The work kept between sittings, without a model.
+
+
+def test_an_interrupted_log_is_cut_back_to_the_last_complete_checkpoint(tmp_path):
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": []}))
+    log = tmp_path / LOG_FILE
+    # Step 3 was logged before its checkpoint was written; step 4's line was cut short.
+    log.write_text("".join(json.dumps({"step": step, "loss": step / 10}) + "\n" for step in (1, 2, 3)) + '{"step": 4')
+    kept = earlier_sittings(tmp_path, log)
+    assert kept.step == 2 and kept.checkpoint == str(checkpoint) and kept.before is None
+    assert [record["step"] for record in kept.records] == [1, 2]
+    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2]
+
+
+def test_an_unfinished_run_of_other_settings_is_refused(tmp_path):
+    settings = {"--steps": 20, "--seed": 0, "--task_config": None}
+    work = ResumableFolder(tmp_path / "out", "summary.json", settings)
+    assert not work.resuming and work.path == tmp_path / "out.partial"
+    with pytest.raises(Exception, match=r"holds an unfinished run with other settings \(--seed 0, not 1\)"):
+        ResumableFolder(tmp_path / "out", "summary.json", {**settings, "--seed": 1})
+    with pytest.raises(Exception, match="is in use by another run of this command"):
+        ResumableFolder(tmp_path / "out", "summary.json", settings)  # `work` still holds it
+    (tmp_path / "other.partial").mkdir()
+    with pytest.raises(Exception, match="exists but holds no unfinished run"):
+        ResumableFolder(tmp_path / "other", "summary.json", settings)
+    with work:
+        pass
+    with ResumableFolder(tmp_path / "out", "summary.json", settings) as again:
+        assert again.resuming
+
+
+def test_the_partial_folder_is_ignored_by_git():
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("real-demo-output.partial/checkpoint-3/model.safetensors", "real-demo-output/model.safetensors",
+                 ".demo-output.partial-x1y2/training_log.jsonl"):  # fmt: skip
+        checked = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO_ROOT)
+        assert checked.returncode == 0, f"{path} is not ignored"
+
+
+# The command's path on the tiny model.
+
+
+@pytest.mark.slow
+def test_progress_lines_for_both_evaluations_and_every_step(tiny_model, tmp_path, capsys):
+    assert main(["real-demo", "--steps", "2", "--output_dir", str(tmp_path / "out"), *SMALL_FLAGS]) == 0
+    printed = capsys.readouterr().out
+    for line in ("before training: 6/6 samples: ", "step 1/2 (reward ", "step 2/2 (reward ",
+                 "after training: 6/6 samples: "):  # fmt: skip
+        assert line in printed, printed
+    step_one = next(line for line in printed.splitlines() if "step 1/2" in line)
+    assert step_one.endswith(" left") and " elapsed, about " in step_one
+    # The finished folder holds the output only: the checkpoints and the kept evaluation are gone.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+    written = {path.name for path in (tmp_path / "out").iterdir()}
+    assert {SUMMARY_FILE, LOG_FILE, "model.safetensors", "README.md"} <= written
+    assert not [name for name in written if name.startswith("checkpoint") or name == BEFORE_FILE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "interrupt_at, kept",
+    [
+        # The line of step 3 is printed once step 3 is logged, before its checkpoint is written: steps 1-2 are kept.
+        ("step 3/4", "steps 1-2 of 4, their log and the checkpoint of step 2 are kept in "),
+        # During the evaluation after training: every step is kept, and the resumed run only evaluates and saves.
+        ("Held-out pass rate after training", "all 4 steps, their log and their last checkpoint are kept in "),
+    ],
+)
+def test_an_interrupt_keeps_the_work_and_the_same_command_finishes_it_exactly(
+    tiny_model, tmp_path, interrupt_at, kept
+):
+    run = dict(steps=4, **SMALL)
+    run_real_demo(output_dir=str(tmp_path / "uninterrupted"), out=io.StringIO(), **run)
+
+    output_dir = tmp_path / "resumed"
+    interrupted = InterruptOnLine(interrupt_at)
+    with pytest.raises(KeyboardInterrupt):
+        run_real_demo(output_dir=str(output_dir), out=interrupted, command="the command", **run)
+    printed = interrupted.getvalue()
+    assert f"Interrupted: {kept}{output_dir}.partial/" in printed
+    assert f"To resume, run the same command again from {os.getcwd()}:\n  the command" in printed
+    assert not output_dir.exists()
+    logged = [json.loads(line)["step"] for line in (tmp_path / "resumed.partial" / LOG_FILE).read_text().splitlines()]
+    assert logged[:2] == [1, 2]
+
+    resumed = io.StringIO()
+    run_real_demo(output_dir=str(output_dir), out=resumed, **run)
+    assert "kept from an earlier sitting" in resumed.getvalue()
+    assert "  before training: " not in resumed.getvalue()  # the evaluation before training is not measured again
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["resumed", "uninterrupted"]
+    assert_same_run(output_dir, tmp_path / "uninterrupted")
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, tmp_path, monkeypatch):
+    """A real SIGINT to the command's process, then the printed command, run as printed, finishes the run."""
+    flags = ["--steps", "6", "--output_dir", "out", *SMALL_FLAGS]
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, str(SCRIPT), *flags], cwd=tmp_path, env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "out.partial" / "checkpoint-2" / "trainer_state.json").is_file():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "trl-variants: interrupted" in stderr
+    command = "trl-variants real-demo " + " ".join(flags)
+    assert f"To resume, run the same command again from {tmp_path}:\n  {command}\n" in stdout
+    (kept,) = [line for line in stdout.splitlines() if line.startswith("Interrupted: steps 1-")]
+    assert kept.endswith(f"are kept in {tmp_path / 'out.partial'}/.")
+    assert (tmp_path / "out.partial" / LOG_FILE).is_file()
+
+    monkeypatch.chdir(tmp_path)
+    assert main(command.split()[1:]) == 0
+    log = [json.loads(line)["step"] for line in (tmp_path / "out" / LOG_FILE).read_text().splitlines()]
+    assert log == [1, 2, 3, 4, 5, 6]
+
+
+# What the command says about itself.
+
+
+def real_demo_help(capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["real-demo", "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_one_duration_everywhere(capsys):
+    """`--help`, the usage text, the README and docs/cli.md give the same duration, for the same machine."""
+    from trl_variants.cli.common import REAL_DEMO_DURATION
+    from trl_variants.cli.main import USAGE
+
+    texts = {
+        "--help": real_demo_help(capsys),
+        "usage": USAGE,
+        "README.md": (REPO_ROOT / "README.md").read_text(encoding="utf-8"),
+        "docs/cli.md": (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8"),
+    }
+    missing = [name for name, text in texts.items() if REAL_DEMO_DURATION not in " ".join(text.split())]
+    assert not missing, f"{missing} do not say {REAL_DEMO_DURATION!r}"
+
+
+def test_flag_defaults_in_docs_are_the_help_texts(capsys):
+    """docs/cli.md's table of real-demo flags says what `--help` says of each flag's default."""
+    help_text = " ".join(real_demo_help(capsys).split())
+    page = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("## `trl-variants real-demo`", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `--")]
+    checked = 0
+    for flag_cell, default_cell, *_ in rows:
+        flag = flag_cell.strip("| `")
+        if "," in flag:  # a row for two flags
+            continue
+        flag_help = help_text.split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert default_cell.replace("`", "") in flag_help, (flag, default_cell, flag_help)
+        checked += 1
+    assert checked >= 7
