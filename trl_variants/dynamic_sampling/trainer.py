@@ -42,6 +42,7 @@ from .carry import (
     scoring_with_generating_logps,
 )
 from .carry_checkpoint import load_carried_groups, save_carried_groups
+from .generate_calls import GenerateCallsMixin
 from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
 from .replay import first_turn, replay_row, replaying_tools_and_environments
@@ -66,7 +67,7 @@ class DynamicSamplingExhaustedError(RuntimeError):
     """Raised when `dynamic_sampling_on_exhausted="raise"` and the rounds ran out before the batch was full."""
 
 
-class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
+class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkippingMixin):
     """Adds DAPO's dynamic sampling to a `GRPOTrainer` subclass by overriding `_generate_and_score_completions`
     in train mode; evaluation is never filtered. With `skip_degenerate_prompts`, prompts predicted degenerate are
     skipped before generation (`PromptSkippingMixin`)."""
@@ -166,7 +167,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             rounds += 1
             round_shares = [
                 rows
-                for call in self._round_calls(segments, batch_rows)
+                for call in self._round_calls(segments)
                 for rows in self._generate_call(call, inputs, own_by_index)
             ]
             self._settle_round(round_shares, pool)
