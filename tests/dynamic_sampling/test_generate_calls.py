@@ -256,9 +256,11 @@ def test_other_generation_errors_are_not_retried(task, tmp_path):
 
 
 def test_the_cap_is_checked_against_the_group_size_and_the_backend(tmp_path):
-    with pytest.raises(ValueError, match=re.escape("max_rows_per_generate_call=6 is not allowed; expected a multiple of num_generations (4)")):
+    multiple = "max_rows_per_generate_call=6 is not allowed; expected a multiple of num_generations (4)"
+    with pytest.raises(ValueError, match=re.escape(multiple)):
         toy_config(DAPOConfig, tmp_path, max_rows_per_generate_call=6)
-    with pytest.raises(ValueError, match=re.escape("max_rows_per_generate_call=0 is not allowed; expected an integer >= 1, or None.")):
+    positive = "max_rows_per_generate_call=0 is not allowed; expected an integer >= 1, or None."
+    with pytest.raises(ValueError, match=re.escape(positive)):
         toy_config(DAPOConfig, tmp_path, max_rows_per_generate_call=0)
     with pytest.raises(ValueError, match="None with use_vllm=True or use_transformers_continuous_batching=True"):
         toy_config(DAPOConfig, tmp_path, max_rows_per_generate_call=8, use_vllm=True)
