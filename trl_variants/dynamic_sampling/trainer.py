@@ -37,6 +37,7 @@ from accelerate.utils import gather
 
 from .carry import (
     first_round_extra_groups_after_carry,
+    fresh_rows_old_logps,
     plan_carry,
     record_generating_logps,
     scoring_with_generating_logps,
@@ -130,6 +131,10 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
             scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
         ):
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
+
+    def _compute_loss(self, model, inputs):
+        with fresh_rows_old_logps(self, inputs):
+            return super()._compute_loss(model, inputs)
 
     # Phase 1: generation rounds, the shared decision, the exchange of the rows that move.
 
