@@ -14,7 +14,7 @@ from trl_variants.toy.tokenizer import build_char_tokenizer
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_speed" / "run.py"
 ARMS = ["grpo", "dapo_as_published", "dapo_defaults", "dr_grpo", "dapo_defaults_batch_calls"]
-TRAINED_ROWS = 8 * 2  # the tiny preset's per_device_train_batch_size * gradient_accumulation_steps
+TRAINED_ROWS = 4 * 2  # the tiny preset's per_device_train_batch_size * gradient_accumulation_steps
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ of the scoring pass; also `generate` calls and generation rounds per step. Each 
 arm's cProfile listing (`profile_<arm>.txt`).
 
 Defaults on CUDA: `per_device_train_batch_size=32`, `gradient_accumulation_steps=4`, `num_generations=8`, 256-token
-completions, bf16, 3 measured steps; `--tiny` (and any run without CUDA): a 2-layer model, 8, 2, 4, 8 tokens,
+completions, bf16, 3 measured steps; `--tiny` (and any run without CUDA): a 2-layer model, 4, 2, 4, 8 tokens,
 float32, 2 measured steps. Any size can be given instead.
 """
 
@@ -61,7 +61,7 @@ ARMS = {
 }  # fmt: skip
 DEFAULT_ARMS = ["grpo", "dapo_as_published", "dapo_defaults", "dr_grpo"]
 GPU_SIZES = dict(batch=32, accumulation=4, generations=8, completion=256)
-TINY_SIZES = dict(batch=8, accumulation=2, generations=4, completion=8)
+TINY_SIZES = dict(batch=4, accumulation=2, generations=4, completion=8)
 
 
 class Meter(TrainerCallback):

@@ -27,8 +27,9 @@ from trl_variants.dynamic_sampling.generate_calls import (
 )
 
 from ..helpers import toy_config, toy_trainer
-from .scripts.chat_models import IMAGE_TOKEN, llava_task, prompt_image
+from .scripts.chat_models import llava_task
 from .scripts.rewards import HalfDegenerateReward
+from .test_replay import assert_rows_carry_their_own_images, even_operand_reward
 
 G = 4
 PER_DEVICE_BATCH = 4
@@ -271,11 +272,6 @@ def test_the_cap_is_checked_against_the_group_size_and_the_backend(tmp_path):
 def test_a_vision_language_models_rows_are_cut_with_their_own_images(tmp_path):
     model, processor, dataset = llava_task()
 
-    def even_operand_reward(prompts, completions, **kwargs):
-        """Informative for even first operands (the completion's position in its group), 0 for odd ones."""
-        texts = ["".join(part["text"] for part in p[-1]["content"] if part["type"] == "text") for p in prompts]
-        return [float(i % G) if int(text.split("+")[0]) % 2 == 0 else 0.0 for i, text in enumerate(texts)]
-
     config = toy_config(
         DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=1, shuffle_dataset=False,
         max_completion_length=8, max_rows_per_generate_call=G,
@@ -286,8 +282,4 @@ def test_a_vision_language_models_rows_are_cut_with_their_own_images(tmp_path):
     trainer.train()
     assert all(calls == [G] * (rows // G) for rows, calls in zip(log.turn_rows, log.turns, strict=True))
     (batch,) = losses
-    prompts = processor.tokenizer.batch_decode(batch["prompt_ids"])
-    assert all(prompt.count(IMAGE_TOKEN) == 4 for prompt in prompts)
-    texts = [re.search(r"\d\+\d=", prompt).group() for prompt in prompts]
-    expected = processor.image_processor(images=[prompt_image(text) for text in texts], return_tensors="pt")
-    torch.testing.assert_close(batch["pixel_values"], expected["pixel_values"])
+    assert_rows_carry_their_own_images(processor, batch)
