@@ -5,8 +5,8 @@
 
 Every step, each process's groups are informative with probability q, independently. The step is then decided by
 the package's own functions, as `DynamicSamplingMixin._sample_informative_batch` composes them: the first round's
-size (`carry.first_round_extra_groups_after_carry`), the round's generation call (`GenerationRoundsMixin
-._round_calls`) and its shares (`shares.segment_shares`), the
+size (`carry.first_round_extra_groups_after_carry`), the round's generation calls (`GenerationRoundsMixin
+._round_calls`, the plain-`generate` path the benchmarks run) and their shares (`shares.segment_shares`), the
 refill rounds (`selection.groups_to_request`, up to `dynamic_sampling_max_rounds`), the selection
 (`selection.select_groups` on `shares.share_flags`, `dynamic_sampling_on_exhausted="fill"`), the surplus carried
 (`carry.plan_carry`), the pass-rate estimate (`selection.PassRateTracker`) and the plan of the exchange
@@ -80,7 +80,7 @@ class Run:
         shares, rounds = [], 0
         while True:
             rounds += 1
-            for call in GenerationRoundsMixin._round_calls(self.view, segments):
+            for call in GenerationRoundsMixin._round_calls(self.view, segments, batch_rows):
                 for segment in call:
                     per_share = len(segment) // group_size // processes
                     counts = [sum(self.rng.random() < self.q for _ in range(per_share)) for _ in range(processes)]

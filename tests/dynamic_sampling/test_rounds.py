@@ -1,14 +1,25 @@
 """Phase 1's generation calls without a model: a round is one call, and the metric gathers are skipped."""
 
+from types import SimpleNamespace
+
 from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin, metric_gathers_skipped
 
 
-def test_a_round_is_one_call_holding_its_segments_for_every_backend():
+def rounds_of(num_processes: int = 2, num_generations: int = 4) -> SimpleNamespace:
+    return SimpleNamespace(num_generations=num_generations, accelerator=SimpleNamespace(num_processes=num_processes))
+
+
+def test_a_round_is_one_call_in_segments_of_one_generation_batch():
     dataloader, refills = [None] * 8, [7] * 12
-    assert GenerationRoundsMixin._round_calls(None, [dataloader, refills]) == [[dataloader, refills]]
-    # An empty refill segment (nothing drawn) is left out; groups straddling processes come as one segment.
-    assert GenerationRoundsMixin._round_calls(None, [dataloader, []]) == [[dataloader]]
-    assert GenerationRoundsMixin._round_calls(None, [list(range(24))]) == [[list(range(24))]]
+    assert GenerationRoundsMixin._round_calls(rounds_of(), [dataloader, refills], 8) == [[dataloader, [7] * 8, [7] * 4]]
+    # An empty refill segment (nothing drawn) adds nothing.
+    assert GenerationRoundsMixin._round_calls(rounds_of(), [dataloader, []], 8) == [[dataloader]]
+
+
+def test_segments_give_every_process_whole_groups_when_groups_straddle_processes():
+    # Two processes of six rows, groups of four: a batch is three groups; a segment holds four, two per process.
+    segment = list(range(6 * 4))
+    assert GenerationRoundsMixin._round_calls(rounds_of(), [segment], 12) == [[segment[:16], segment[16:]]]
 
 
 class Accelerator:

@@ -28,9 +28,10 @@ Random stream: `generate` samples from torch's global generator, and which numbe
 shape of the call it is in. Calls of other sizes (a cap, or the halves of a retry) therefore sample other, equally
 valid completions for the same prompts. A real out-of-memory error strikes part-way through a call, after the
 sampler drew numbers for the steps done, so the retry starts from a different generator state: the completions of
-that call and the random stream of everything after it differ from a run that never hit the error. The prompts
-generated do not change (refill prompts come from the trainer's own seeded sampler). An error raised before a call
-draws anything, as the tests simulate, gives exactly the run with the halved size set as cap.
+that call and the random stream of everything after it differ from a run that never hit the error. The call's
+prompts do not change; later rounds' can, since round sizes and prompt skipping follow the rewards of the
+completions. An error raised before a call draws anything, as the tests simulate, gives exactly the run with the
+halved size set as cap.
 
 vLLM and transformers' continuous batching schedule their own batches and get every call whole.
 """

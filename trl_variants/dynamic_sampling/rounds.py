@@ -187,11 +187,17 @@ class GenerationRoundsMixin:
             indices = indices[:whole]
         return [index for index in indices for _ in range(self.num_generations)]
 
-    def _round_calls(self, segments: list[list]) -> list[list[list]]:
-        """A round's generation calls: the whole round in one, so that each process hands TRL's `_generate` all its
-        rows of the round at once. vLLM batches internally; transformers' `generate` gets them in as few calls as
-        memory allows (`generate_calls`)."""
-        return [[segment for segment in segments if segment]]
+    def _round_calls(self, segments: list[list], batch_rows: int) -> list[list[list]]:
+        """A round's generation calls: one, holding the whole round, so that each process hands TRL's `_generate` all
+        its rows of the round at once (transformers' `generate` then gets them in as few calls as memory allows,
+        `generate_calls`; vLLM batches internally). The rows are laid out in segments of one generation batch
+        (`batch_rows`, rounded up to whole groups for every process), each split over the processes: the selection
+        takes informative groups segment after segment, so short segments alternate the processes that hold the
+        selected groups, and the exchange moves few rows."""
+        rows = [source for segment in segments for source in segment]
+        whole_groups = self.accelerator.num_processes * self.num_generations
+        segment_rows = -(-batch_rows // whole_groups) * whole_groups
+        return [[rows[start : start + segment_rows] for start in range(0, len(rows), segment_rows)]]
 
     def _materialize(self, source, flat_index: int, inputs: list[dict], own_by_index: dict) -> dict:
         if source is None:

@@ -172,7 +172,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
             rounds += 1
             round_shares = [
                 rows
-                for call in self._round_calls(segments)
+                for call in self._round_calls(segments, batch_rows)
                 for rows in self._generate_call(call, inputs, own_by_index)
             ]
             self._settle_round(round_shares, pool)
