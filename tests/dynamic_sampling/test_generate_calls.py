@@ -187,7 +187,6 @@ def sampling(trainer, key: str) -> list[float]:
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
-@pytest.mark.slow
 def test_by_default_a_round_is_one_generate_call_of_all_its_rows(task, tmp_path):
     trainer, log, _ = run(task, tmp_path)
     assert len(log.turns) == sum(sampling(trainer, "dynamic_sampling/rounds"))
@@ -197,7 +196,6 @@ def test_by_default_a_round_is_one_generate_call_of_all_its_rows(task, tmp_path)
     assert max(log.turn_rows) > GENERATION_ROWS
 
 
-@pytest.mark.slow
 def test_the_cap_cuts_each_round_into_calls_of_at_most_that_many_rows(task, tmp_path):
     cap = 8
     trainer, log, _ = run(task, tmp_path, max_rows_per_generate_call=cap)
@@ -207,7 +205,6 @@ def test_the_cap_cuts_each_round_into_calls_of_at_most_that_many_rows(task, tmp_
     assert any(len(calls) > 1 for calls in log.turns)
 
 
-@pytest.mark.slow
 def test_an_out_of_memory_error_halves_the_call_loses_no_row_and_trains_the_same_groups(task, tmp_path, caplog):
     def first_large_call_fails(rows, log):
         return rows > GENERATION_ROWS - 1 and not log.failed
@@ -268,7 +265,6 @@ def test_the_cap_is_checked_against_the_group_size_and_the_backend(tmp_path):
     assert toy_config(DAPOConfig, tmp_path, max_rows_per_generate_call=8).max_rows_per_generate_call == 8
 
 
-@pytest.mark.slow
 def test_a_vision_language_models_rows_are_cut_with_their_own_images(tmp_path):
     model, processor, dataset = llava_task()
 
