@@ -186,8 +186,10 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
         return batch
 
     def recording_loss(model, inputs):
+        # Recorded after the loss, as it used them: it fills fresh rows' old log-probs from its own forward.
+        loss = compute_loss(model, inputs)
         steps[-1].loss_inputs.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
-        return compute_loss(model, inputs)
+        return loss
 
     trainer._sample_informative_batch = recording_sample
     trainer._compute_loss = recording_loss

@@ -177,6 +177,17 @@ def even_operand_reward(prompts, completions, **kwargs):
     return [float(i % G) if int(text_of(p).split("+")[0]) % 2 == 0 else 0.0 for i, p in enumerate(prompts)]
 
 
+def assert_rows_carry_their_own_images(processor, batch: dict) -> list[str]:
+    """Checks that each row of a trained batch has its own prompt's image inputs; returns the rows' `a+b=` texts."""
+    prompts = processor.tokenizer.batch_decode(batch["prompt_ids"])
+    # The prompts were generated from with their image: its placeholder is expanded to the image's 4 features.
+    assert all(prompt.count(IMAGE_TOKEN) == 4 for prompt in prompts)
+    texts = [re.search(r"\d\+\d=", prompt).group() for prompt in prompts]
+    expected = processor.image_processor(images=[prompt_image(text) for text in texts], return_tensors="pt")
+    torch.testing.assert_close(batch["pixel_values"], expected["pixel_values"])
+    return texts
+
+
 @pytest.mark.parametrize("trainer_name", baseline_in_full_suite(TRAINERS))
 def test_each_trained_row_carries_its_own_image(trainer_name, tmp_path):
     trainer_class, config_class = TRAINERS[trainer_name]
@@ -191,12 +202,7 @@ def test_each_trained_row_carries_its_own_image(trainer_name, tmp_path):
 
     assert trained_something(trainer, before)
     (batch,) = inputs
-    prompts = processor.tokenizer.batch_decode(batch["prompt_ids"])
-    # The prompts were generated from with their image: its placeholder is expanded to the image's 4 features.
-    assert all(prompt.count(IMAGE_TOKEN) == 4 for prompt in prompts)
-    texts = [re.search(r"\d\+\d=", prompt).group() for prompt in prompts]
-    expected = processor.image_processor(images=[prompt_image(text) for text in texts], return_tensors="pt")
-    torch.testing.assert_close(batch["pixel_values"], expected["pixel_values"])
+    texts = assert_rows_carry_their_own_images(processor, batch)
     if trainer_class is DAPOTrainer:
         assert all(int(text[0]) % 2 == 0 for text in texts), "a degenerate group was trained"
         assert generated_rows(trainer) > 8

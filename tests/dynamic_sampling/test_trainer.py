@@ -456,22 +456,23 @@ def test_reference_log_probs_are_computed_on_the_trained_rows_only(shared_task, 
     assert all("kl" in entry for entry in trainer.state.log_history if "loss" in entry)
 
 
-def test_plain_generation_never_exceeds_one_generation_batch(task, tmp_path):
-    """Refill rounds can ask for several batches' worth of groups; without vLLM each `_generate` call still holds at
-    most the dataloader's rows, so dynamic sampling needs no more generation memory than TRL itself."""
-    config = toy_config(DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=4)
+def test_plain_generation_capped_at_one_generation_batch_never_exceeds_it(task, tmp_path):
+    """Refill rounds can ask for several batches' worth of groups, which go to `generate` in one call by default;
+    with `max_rows_per_generate_call` set to the dataloader's rows, each model `generate` call holds at most those,
+    so dynamic sampling needs no more generation memory than TRL itself."""
+    config = toy_config(DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=4, max_rows_per_generate_call=8)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
-    generate, call_rows = trainer._generate, []
+    model_generate, call_rows = trainer.model.generate, []
 
-    def counting_generate(prompts):
-        call_rows.append(len(prompts))
-        return generate(prompts)
+    def counting_generate(*args, **kwargs):
+        call_rows.append(kwargs["input_ids"].shape[0])
+        return model_generate(*args, **kwargs)
 
-    trainer._generate = counting_generate
+    trainer.model.generate = counting_generate
     trainer.train()
     logs = sampling_logs(trainer)
-    # Phase 1 calls plus one replay call per generation batch.
-    assert sum(call_rows) == sum(entry["dynamic_sampling/generated_groups"] for entry in logs) * G + 8 * len(logs)
+    # Phase 1 generates every row; the replay into TRL's scoring pass generates none.
+    assert sum(call_rows) == sum(entry["dynamic_sampling/generated_groups"] for entry in logs) * G
     batch_groups = 8 // G
     assert any(
         entry["dynamic_sampling/generated_groups"] > entry["dynamic_sampling/rounds"] * batch_groups for entry in logs

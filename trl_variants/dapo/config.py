@@ -67,6 +67,15 @@ class DAPOConfig(GRPOConfig):
             vLLM importance weights) from the policy that generated them; at most one optimizer step stale. `True`
             needs `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations` and a
             text-only model. `None`: on wherever it is supported, otherwise off with a log line saying why.
+        max_rows_per_generate_call (`int` or `None`, defaults to `None`): most rows one process hands the model's
+            `generate` in one call, with transformers generation (not vLLM). `None`: a generation round goes to
+            `generate` in one call, the fastest on a GPU, where a call of three generation batches costs little more
+            than one of a single batch; its KV cache holds the round's rows. A smaller value cuts every call into
+            calls of whole groups (a generation batch per process, `per_device_train_batch_size *
+            steps_per_generation`, holds no more memory than `GRPOTrainer`'s calls). An out-of-memory error in a
+            call halves it and retries (not under DeepSpeed ZeRO-3 or FSDP on several processes, where the error
+            names the value to set). Range: a multiple of `num_generations`, or `None`; `None` with `use_vllm` or
+            `use_transformers_continuous_batching`, which schedule their own batches.
         skip_degenerate_prompts (`bool` or `None`, defaults to `None`): skip, before generating them, prompts
             predicted to give a degenerate group (all correct or all wrong) and replace them by other prompts. `True`
             needs `dynamic_sampling=True`; `None`: on whenever `dynamic_sampling` is. See docs/dynamic_sampling.md.
@@ -165,6 +174,17 @@ class DAPOConfig(GRPOConfig):
         },
     )
 
+    max_rows_per_generate_call: int | None = field(
+        default=None,
+        metadata={
+            "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): a "
+            "generation round in one call, the fastest on a GPU, its KV cache holding the round's rows; a smaller "
+            "value cuts calls into whole groups to bound memory. An out-of-memory error halves a call and retries it, "
+            "except under DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or "
+            "None."
+        },
+    )
+
     skip_degenerate_prompts: bool | None = field(
         default=None,
         metadata={
@@ -238,6 +258,13 @@ class DAPOConfig(GRPOConfig):
                 self.dynamic_sampling_on_exhausted,
                 '"fill" or "raise"',
             )
+        if self.max_rows_per_generate_call is not None:
+            require(
+                self.max_rows_per_generate_call % self.num_generations == 0,
+                "max_rows_per_generate_call",
+                self.max_rows_per_generate_call,
+                f"a multiple of num_generations ({self.num_generations}), since a call holds whole groups, or None",
+            )
         if self.skip_degenerate_prompts:
             require(
                 self.dynamic_sampling,
@@ -254,6 +281,15 @@ class DAPOConfig(GRPOConfig):
                 '"posterior" or "streak"',
             )
         super().__post_init__()
+        # After TRL's checks, which turn the deprecated use_transformers_paged into continuous batching.
+        if self.max_rows_per_generate_call is not None:
+            require(
+                not (self.use_vllm or self.use_transformers_continuous_batching),
+                "max_rows_per_generate_call",
+                self.max_rows_per_generate_call,
+                "None with use_vllm=True or use_transformers_continuous_batching=True, which schedule their own "
+                "batches (vllm_gpu_memory_utilization bounds vLLM's memory)",
+            )
         # After TRL's own checks, which resolve steps_per_generation. Only an explicit True is checked: the default
         # (None) turns carrying off where it cannot work (dynamic_sampling/options.py).
         if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:

@@ -18,9 +18,10 @@ importance ratio must therefore be taken against the step-t policy, as TRL does 
    call is intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so
    TRL's own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating
    policy's log-probs and vLLM's sampling log-probs of the same row, and puts them in `old_per_token_logps`.
-   Where TRL computes none (aligned accumulation without vLLM: its loss then uses ratio 1), one no-grad forward
-   gives the fresh rows their current-policy log-probs (ratio 1, as TRL intends) and the carried rows get the
-   recorded ones.
+   Where TRL computes none (aligned accumulation without vLLM: its loss then uses each row's own log-probs,
+   detached, as old ones: ratio 1), the batch carries the recorded log-probs and a mask of its fresh rows, and the
+   loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
+   (`fresh_rows_old_logps`). No forward beyond TRL's own is run for the batch.
 
 Carrying therefore needs generation aligned to optimizer steps (`gradient_accumulation_steps` a multiple of
 `steps_per_generation * num_iterations`, TRL's default): then a generation batch is trained within one optimizer
@@ -41,6 +42,10 @@ from trl.trainer.utils import pad
 from .selection import groups_to_request
 
 LOGPS_METHOD = "_get_per_token_logps_and_entropies"
+# Keys of a scored batch with carried rows whose old log-probs TRL did not compute: the carried rows' generating
+# log-probs (zero for fresh rows) and which rows are fresh. TRL splits and shuffles them with the batch.
+GENERATING_LOGPS_KEY = "dynamic_sampling_generating_logps"
+FRESH_ROWS_KEY = "dynamic_sampling_fresh_rows"
 
 
 @dataclass
@@ -157,6 +162,31 @@ def place_generating_logps(old_logps: torch.Tensor, local) -> torch.Tensor:
 
 
 @contextmanager
+def next_logps_call_through(trainer, replacement, active: bool = True):
+    """For the block, the trainer's next log-prob call goes to `replacement(current, *args, **kwargs)`, `current`
+    being the method it replaces; later calls are the trainer's own. Nothing is replaced when not `active`."""
+    saved = trainer.__dict__.get(LOGPS_METHOD)
+    current = getattr(trainer, LOGPS_METHOD)
+
+    def restore():
+        if saved is None:
+            trainer.__dict__.pop(LOGPS_METHOD, None)
+        else:
+            trainer.__dict__[LOGPS_METHOD] = saved
+
+    def first_call(*args, **kwargs):
+        restore()
+        return replacement(current, *args, **kwargs)
+
+    if active:
+        trainer.__dict__[LOGPS_METHOD] = first_call
+    try:
+        yield
+    finally:
+        restore()
+
+
+@contextmanager
 def scoring_with_generating_logps(trainer, local, has_carried: bool):
     """Runs TRL's scoring pass so that carried rows' old log-probs (and, with vLLM, their importance-sampling
     ratio) come from the policy that generated them. Yields a callable that completes TRL's output.
@@ -165,19 +195,10 @@ def scoring_with_generating_logps(trainer, local, has_carried: bool):
         yield lambda output: output
         return
     intercept = trl_computes_old_logps(trainer)
-    saved = trainer.__dict__.get(LOGPS_METHOD)
-    current = getattr(trainer, LOGPS_METHOD)
     replaced = []
 
-    def restore():
-        if saved is None:
-            trainer.__dict__.pop(LOGPS_METHOD, None)
-        else:
-            trainer.__dict__[LOGPS_METHOD] = saved
-
-    def old_logps_call(model, input_ids, *args, **kwargs):
+    def old_logps_call(current, model, input_ids, *args, **kwargs):
         # TRL's first log-prob call of the scoring pass is the old-policy one; later ones (reference) are TRL's own.
-        restore()
         logps, entropies, aux = current(model, input_ids, *args, **kwargs)
         if model is not trainer.model or input_ids.shape[0] != len(local):
             raise RuntimeError(
@@ -195,25 +216,30 @@ def scoring_with_generating_logps(trainer, local, has_carried: bool):
                     "version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
                 )
             return output
-        # TRL computed none, so its loss would use ratio 1 for every row. Fresh rows keep ratio 1 (current policy,
-        # unchanged until this batch's optimizer step); carried rows get their generating policy's log-probs.
-        # The forward sees exactly the tensors TRL's loss will see, so a fresh row's ratio is 1 up to float noise.
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
-            current_logps, _, _ = getattr(trainer, LOGPS_METHOD)(
-                trainer.model,
-                input_ids,
-                attention_mask,
-                output["completion_ids"].size(1),
-                batch_size=trainer.args.per_device_train_batch_size,
-            )
-        output["old_per_token_logps"] = place_generating_logps(current_logps, local)
+        # TRL computed none, so its loss uses ratio 1 for every row. Fresh rows keep it (current policy, unchanged
+        # until this batch's optimizer step): the loss fills their old log-probs from its own forward
+        # (`fresh_rows_old_logps`). Carried rows get their generating policy's.
+        completion_ids = output["completion_ids"]
+        generating = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+        output[GENERATING_LOGPS_KEY] = place_generating_logps(generating, local)
+        output[FRESH_ROWS_KEY] = torch.tensor([row.generating_logps is None for row in local], device=generating.device)
+        output["old_per_token_logps"] = output[GENERATING_LOGPS_KEY]
         return output
 
-    if intercept:
-        trainer.__dict__[LOGPS_METHOD] = old_logps_call
-    try:
+    with next_logps_call_through(trainer, old_logps_call, active=intercept):
         yield complete
-    finally:
-        restore()
+
+
+def fresh_rows_old_logps(trainer, inputs: dict):
+    """Within TRL's `_compute_loss` on a batch from `scoring_with_generating_logps` without TRL's own old log-probs:
+    its one log-prob forward also sets `old_per_token_logps`, which TRL reads after that forward, to the forward's
+    own detached log-probs for fresh rows (TRL's ratio 1) and the generating ones for carried rows."""
+    fresh = inputs.get(FRESH_ROWS_KEY)
+
+    def loss_logps_call(current, *args, **kwargs):
+        logps, entropies, aux = current(*args, **kwargs)
+        generating = inputs[GENERATING_LOGPS_KEY].to(logps.dtype)
+        inputs["old_per_token_logps"] = torch.where(fresh.unsqueeze(1), logps.detach(), generating)
+        return logps, entropies, aux
+
+    return next_logps_call_through(trainer, loss_logps_call, active=fresh is not None)

@@ -187,15 +187,16 @@ class GenerationRoundsMixin:
         return [index for index in indices for _ in range(self.num_generations)]
 
     def _round_calls(self, segments: list[list], batch_rows: int) -> list[list[list]]:
-        """A round's generation calls. Plain `generate` holds a whole call in memory, so it gets the round one
-        generation batch (`batch_rows`) at a time; vLLM batches internally and gets the round in one call."""
-        if self.use_vllm:
-            return [[segment for segment in segments if segment]]
+        """A round's generation calls: one, holding the whole round, so that each process hands TRL's `_generate` all
+        its rows of the round at once (transformers' `generate` then gets them in as few calls as memory allows,
+        `generate_calls`; vLLM batches internally). The rows are laid out in segments of one generation batch
+        (`batch_rows`, rounded up to whole groups for every process), each split over the processes: the selection
+        takes informative groups segment after segment, so short segments alternate the processes that hold the
+        selected groups, and the exchange moves few rows."""
         rows = [source for segment in segments for source in segment]
-        # Whole groups for every process in every call: with groups straddling processes, a little over one batch.
         whole_groups = self.accelerator.num_processes * self.num_generations
-        call_rows = -(-batch_rows // whole_groups) * whole_groups
-        return [[rows[start : start + call_rows]] for start in range(0, len(rows), call_rows)]
+        segment_rows = -(-batch_rows // whole_groups) * whole_groups
+        return [[rows[start : start + segment_rows] for start in range(0, len(rows), segment_rows)]]
 
     def _materialize(self, source, flat_index: int, inputs: list[dict], own_by_index: dict) -> dict:
         if source is None:

@@ -20,11 +20,13 @@ from accelerate.utils import gather
 
 from .carry import (
     first_round_extra_groups_after_carry,
+    fresh_rows_old_logps,
     plan_carry,
     record_generating_logps,
     scoring_with_generating_logps,
 )
 from .carry_checkpoint import load_carried_groups, save_carried_groups
+from .generate_calls import GenerateCallsMixin
 from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
 from .replay import first_turn, replay_row, replaying_tools_and_environments
@@ -49,7 +51,7 @@ class DynamicSamplingExhaustedError(RuntimeError):
     """Raised when `dynamic_sampling_on_exhausted="raise"` and the rounds ran out before the batch was full."""
 
 
-class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
+class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkippingMixin):
     """Adds DAPO's dynamic sampling to a `GRPOTrainer` subclass by overriding `_generate_and_score_completions`
     in train mode; evaluation is never filtered. With `skip_degenerate_prompts`, prompts predicted degenerate are
     skipped before generation (`PromptSkippingMixin`)."""
@@ -112,6 +114,10 @@ class DynamicSamplingMixin(GenerationRoundsMixin, PromptSkippingMixin):
             scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
         ):
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
+
+    def _compute_loss(self, model, inputs):
+        with fresh_rows_old_logps(self, inputs):
+            return super()._compute_loss(model, inputs)
 
     # Phase 1: generation rounds, the shared decision, the exchange of the rows that move.
 

@@ -146,6 +146,7 @@ FIELD_RANGES: dict[str, Range] = {
     "overlong_penalty_factor": at_least(0),
     "dynamic_sampling_tolerance": at_least(0),
     "dynamic_sampling_max_rounds": count(),
+    "max_rows_per_generate_call": count(optional=True),
     "skip_target_degenerate_share": Range(low=0.0, high=1.0, high_inclusive=False),
     "skip_memory_epochs": above(0),
     "skip_probability_step": Range(low=0.0, high=1.0, low_inclusive=False),

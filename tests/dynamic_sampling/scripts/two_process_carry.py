@@ -78,6 +78,8 @@ def main() -> None:
         return batch
 
     def recording_loss(model, inputs):
+        # Checked after the loss, on the old log-probs it used: it fills fresh rows' from its own forward.
+        loss = compute_loss(model, inputs)
         step = len(steps) - 1
         record = steps[step]
         record["loss_rows"] += int(inputs["prompt_ids"].shape[0])
@@ -95,7 +97,7 @@ def main() -> None:
             else:
                 current = completion_logps(record["policy"], prompt, completion)
                 record["fresh_error"].append(float((old - current).abs().max()))
-        return compute_loss(model, inputs)
+        return loss
 
     trainer._sample_informative_batch = recording_sample
     trainer._compute_loss = recording_loss
