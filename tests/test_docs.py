@@ -283,7 +283,7 @@ def test_readme_test_command_is_the_ci_command():
 # benchmarks: the module a `python -m benchmarks.study.script` command runs, and a file path under benchmarks/.
 MODULE_PATH = re.compile(
     r"\btrl_variants(?:\.[A-Za-z_]\w*)+|\btrl_variants(?:/\w+)+(?:\.py)?"
-    r"|(?<=python -m )benchmarks(?:\.\w+)+|\bbenchmarks(?:/\w+)+\.(?:py|md|json|png)"
+    r"|(?<=python -m )benchmarks(?:\.\w+)+|\bbenchmarks(?:/\w+)+\.(?:py|md|jsonl|json|png)\b"
 )
 
 

@@ -12,7 +12,6 @@ import pytest
 from trl_variants.toy.tokenizer import build_char_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "gpu_speed" / "run.py"
 ARMS = ["grpo", "dapo_as_published", "dapo_defaults", "dr_grpo", "dapo_defaults_batch_calls"]
 TRAINED_ROWS = 4 * 2  # the tiny preset's per_device_train_batch_size * gradient_accumulation_steps
 
@@ -24,7 +23,7 @@ def test_every_arm_runs_at_the_tiny_size_and_reports_its_figures(tmp_path):
     build_char_tokenizer().save_pretrained(tokenizer)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    command = [sys.executable, str(SCRIPT), "--tiny", "--tokenizer", str(tokenizer), "--output-dir", str(out),
+    command = [sys.executable, "-m", "benchmarks.gpu_speed.run", "--tiny", "--tokenizer", str(tokenizer), "--output-dir", str(out),
                "--warmup-steps", "1", "--steps", "1", "--prompts", "256", "--arms", *ARMS]  # fmt: skip
     completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]

