@@ -14,13 +14,14 @@ def study(monkeypatch):
     monkeypatch.syspath_prepend(str(STUDY))
     import pilot
     import power
+    import power_formulas
     import task
 
-    return task, pilot, power
+    return task, pilot, power_formulas, power
 
 
 def test_reorderings_share_a_canonical_form(study):
-    task, _, _ = study
+    task, *_ = study
     assert task.canonical_form("3 + 8") == task.canonical_form("8 + 3")
     assert task.canonical_form("7 - 3 + 2") == task.canonical_form("2 + 7 - 3") == task.canonical_form("7 + 2 - 3")
     assert task.canonical_form("4 * 9") == task.canonical_form("9 * 4")
@@ -28,14 +29,14 @@ def test_reorderings_share_a_canonical_form(study):
 
 
 def test_different_problems_keep_different_forms(study):
-    task, _, _ = study
+    task, *_ = study
     assert task.canonical_form("8 - 3") != task.canonical_form("3 - 8")
     assert task.canonical_form("7 - 3 + 2") != task.canonical_form("7 + 3 - 2")
     assert task.canonical_form("12 + 3") != task.canonical_form("1 + 23")
 
 
 def test_canonical_form_refuses_what_has_no_order_free_form(study):
-    task, _, _ = study
+    task, *_ = study
     with pytest.raises(ValueError, match=r"'4 \+ 0 \* 0' mixes"):
         task.canonical_form("4 + 0 * 0")
     with pytest.raises(ValueError, match="not numbers joined"):
@@ -43,7 +44,7 @@ def test_canonical_form_refuses_what_has_no_order_free_form(study):
 
 
 def test_select_distinct_keeps_first_occurrences_and_skips_excluded(study):
-    task, _, _ = study
+    task, *_ = study
     keys = ["a", "b", "a", "c", "d", "b", "e"]
     assert task.select_distinct(keys, 3) == [0, 1, 3]
     assert task.select_distinct(keys, 3, exclude=["b"]) == [0, 3, 4]
@@ -53,7 +54,7 @@ def test_select_distinct_keeps_first_occurrences_and_skips_excluded(study):
 
 
 def test_space_size_counts_the_old_task_by_hand(study):
-    task, _, _ = study
+    task, *_ = study
     old = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"]}
     # Operands 0..10: 11 * 11 * 2 questions. Forms: the unordered pairs of a + b, the ordered pairs of a - b, less
     # the 11 a - 0 that are a + 0.
@@ -62,7 +63,7 @@ def test_space_size_counts_the_old_task_by_hand(study):
 
 
 def test_pilot_rule_names_every_failure_and_chooses_the_most_mixed(study):
-    _, pilot, _ = study
+    _, pilot, *_ = study
     good = {"name": "good", "pass_rate": 0.25, "mixed_share": 0.7, "format_rate": 0.95, "canonical_forms": 2000}
     assert pilot.qualifies(good) == []
     bad = {"name": "bad", "pass_rate": 0.6, "mixed_share": 0.3, "format_rate": 0.5, "canonical_forms": 100}
@@ -74,7 +75,7 @@ def test_pilot_rule_names_every_failure_and_chooses_the_most_mixed(study):
 
 
 def test_spread_of_per_prompt_counts(study):
-    _, pilot, _ = study
+    _, pilot, *_ = study
     result = pilot.spread([0, 8, 4, 4], 8)
     assert result["histogram"] == [1, 0, 0, 0, 2, 0, 0, 0, 1]
     assert result["mixed_share"] == 0.5
@@ -82,7 +83,7 @@ def test_spread_of_per_prompt_counts(study):
 
 
 def test_evaluation_noise_by_hand(study):
-    _, _, power = study
+    _, _, power, _ = study
     assert power.evaluation_variance(0.2, 300, 2) == pytest.approx(0.2 / 600)
     # c passes of k = 4: c (k - c) / 12 per prompt.
     assert power.q_from_per_prompt([0, 4, 2, 1], 4) == pytest.approx((0 + 0 + 4 / 12 + 3 / 12) / 4)
@@ -94,7 +95,7 @@ def test_evaluation_noise_by_hand(study):
 
 
 def test_noninferiority_power_agrees_with_the_normal_limit(study):
-    _, _, power = study
+    _, _, power, _ = study
     seeds, sd = 2000, 1.0
     margin = (1.959964 + 0.841621) * sd / math.sqrt(seeds)
     assert power.noninferiority_power(margin, sd, seeds) == pytest.approx(0.8, abs=0.005)
@@ -102,7 +103,7 @@ def test_noninferiority_power_agrees_with_the_normal_limit(study):
 
 
 def test_power_grows_with_seeds_and_inverts(study):
-    _, _, power = study
+    _, _, power, _ = study
     powers = [power.noninferiority_power(0.03, 0.03, seeds) for seeds in (3, 5, 10, 20)]
     assert powers == sorted(powers) and powers[-1] > 0.8 > powers[0]
     needed = power.seeds_needed(0.03, 0.03)
@@ -112,14 +113,14 @@ def test_power_grows_with_seeds_and_inverts(study):
 
 
 def test_detection_power_is_the_test_size_at_no_difference(study):
-    _, _, power = study
+    _, _, power, _ = study
     assert power.detection_power(0.0, 0.05, 6) == pytest.approx(0.05, abs=1e-6)
     effect = power.smallest_detectable(0.05, 6)
     assert power.detection_power(effect, 0.05, 6) == pytest.approx(0.8, abs=1e-6)
 
 
 def test_study_spread_and_grid_cost_by_hand(study):
-    _, _, power = study
+    _, _, power, _ = study
     assert power.study_sd(0.0004, 0.2, 300, 2, evaluations=4) == pytest.approx(math.sqrt(0.0004 + 2 * 0.2 / 600 / 4))
     assert power.study_sd(-1.0, 0.2, 300, 2) == pytest.approx(math.sqrt(2 * 0.2 / 600))  # negative part: none
     # Step-0 evaluation once, then per seed: 2 arms x (10 steps and 2 evaluations).
@@ -127,14 +128,14 @@ def test_study_spread_and_grid_cost_by_hand(study):
 
 
 def test_fixed_margin_rounds_up_to_the_step(study):
-    _, _, power = study
+    *_, power = study
     assert power.fixed_margin(0.0312) == 0.035
     assert power.fixed_margin(0.035) == 0.035
     assert power.fixed_margin(0.0401) == 0.045
 
 
 def test_choose_design_takes_the_smallest_margin_among_eligible(study):
-    _, _, power = study
+    *_, power = study
 
     def row(prompts, seeds, margin, seconds):
         return {"prompts": prompts, "seeds": seeds, "evaluation_cpu_seconds": seconds,

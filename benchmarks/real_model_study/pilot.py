@@ -185,7 +185,7 @@ def markdown(record: dict, training: dict | None) -> str:
              "Written by `python benchmarks/real_model_study/pilot.py` (and `training_pilot.py`) before any arm of "
              "the study ran. SmolLM2-135M-Instruct at step 0, temperature 1.0, at most 32 new tokens, the "
              "real-model example's prompt (one worked exchange), one torch thread.", "",
-             f"Rule, fixed before the pilot ran: {record['rule']}", "",
+             "Rule, " + " ".join(record["rule"].split()), "",
              "| candidate | prompts x samples | pass rate | per-prompt SD | prompts by passes (0..k) | neither always "
              "right nor wrong | P(group informative) | `Answer:` line | truncated | questions / canonical forms | "
              "CPU s (wall s, load before) | fails |",

@@ -23,206 +23,24 @@ extra CPU per step over `GRPOTrainer` in the old runs (regeneration rounds), all
 """
 
 import argparse
-import glob
 import json
 import math
 import os
 import statistics
+import sys
 
-from scipy import optimize, stats
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-# Where the first benchmark's result files were when this ran; a reorganized tree passes --old-results.
-OLD_RESULTS = os.path.join(HERE, "..", "results", "real_model")
-TARGET_POWER = 0.8
-CONFIDENCE = 0.95
+from old_runs import (  # noqa: E402
+    OLD_RESULTS, load_old_runs, old_generation_spread, old_q, old_spread, old_step_seconds,
+)
+from power_formulas import (  # noqa: E402
+    evaluation_variance, grid_cpu_seconds, q_from_per_prompt, seeds_needed, smallest_detectable, smallest_margin,
+    study_sd,
+)
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 WANTED_MARGIN = 0.03
-
-# The comparisons fixed in advance, as (arm, baseline) of the old runs standing in for the study's arms.
-COMPARISONS = {
-    "a: defaults - DAPO as published": ("dapo_skip_carry", "dapo"),
-    "b: DAPO as published - GRPOTrainer": ("dapo", "grpo"),
-}
-
-
-# Pure statistics (unit-tested).
-
-
-def evaluation_variance(q: float, prompts: int, samples: int) -> float:
-    """Sampling variance of one evaluation's pass rate: q / (N k), q the mean of p (1 - p) over its prompts."""
-    if prompts < 1 or samples < 1:
-        raise ValueError(f"evaluation_variance: prompts={prompts}, samples={samples}; both must be >= 1.")
-    return q / (prompts * samples)
-
-
-def q_from_counts(accuracy: float, always_right: int, always_wrong: int, prompts: int, samples: int) -> float:
-    """Mean of p (1 - p) over the prompts of one evaluation known only by its pass rate and its always-right and
-    always-wrong counts: those prompts count 0, the mixed ones share the remaining passes equally, and each gives
-    the unbiased estimate c (k - c) / (k (k - 1)) of p (1 - p) from c passes of k."""
-    if samples < 2:
-        raise ValueError(f"q_from_counts: samples={samples}; the estimate needs k >= 2.")
-    mixed = prompts - always_right - always_wrong
-    if mixed <= 0:
-        return 0.0
-    passes = accuracy * prompts * samples - samples * always_right
-    mean_passes = passes / mixed
-    return mixed * mean_passes * (samples - mean_passes) / (samples * (samples - 1)) / prompts
-
-
-def q_from_per_prompt(per_prompt: list[int], samples: int) -> float:
-    """Mean over prompts of the unbiased estimate c (k - c) / (k (k - 1)) of p (1 - p), from each prompt's passes c."""
-    if samples < 2:
-        raise ValueError(f"q_from_per_prompt: samples={samples}; the estimate needs k >= 2.")
-    return statistics.fmean(count * (samples - count) / (samples * (samples - 1)) for count in per_prompt)
-
-
-def noninferiority_power(margin: float, sd: float, seeds: int, true_difference: float = 0.0) -> float:
-    """Probability that the lower end of the two-sided `CONFIDENCE` t-interval of the mean of `seeds` paired
-    differences (spread `sd`, mean `true_difference`) lies above -`margin`."""
-    if seeds < 2 or sd <= 0:
-        raise ValueError(f"noninferiority_power: seeds={seeds} (>= 2) and sd={sd} (> 0) required.")
-    df = seeds - 1
-    critical = stats.t.ppf((1 + CONFIDENCE) / 2, df)
-    return float(stats.nct.sf(critical, df, (true_difference + margin) * math.sqrt(seeds) / sd))
-
-
-def detection_power(difference: float, sd: float, seeds: int) -> float:
-    """Probability that the two-sided `CONFIDENCE` t-interval of the mean of `seeds` paired differences excludes
-    zero when the true difference is `difference`."""
-    if seeds < 2 or sd <= 0:
-        raise ValueError(f"detection_power: seeds={seeds} (>= 2) and sd={sd} (> 0) required.")
-    df = seeds - 1
-    critical = stats.t.ppf((1 + CONFIDENCE) / 2, df)
-    noncentrality = difference * math.sqrt(seeds) / sd
-    # The lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf returns NaN far in its tail.
-    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.sf(critical, df, -noncentrality))
-
-
-def _root(function, sd: float) -> float:
-    """The root of an increasing `function` of a difference, bracketed from sd upward (scipy's noncentral t gives
-    NaN far in its tail, so the bracket grows only as far as needed)."""
-    high = sd
-    while function(high) < 0:
-        high *= 2
-    return float(optimize.brentq(function, 1e-9, high))
-
-
-def smallest_margin(sd: float, seeds: int, power: float = TARGET_POWER) -> float:
-    """The margin that `noninferiority_power` reaches with `power` at a true difference of 0."""
-    return _root(lambda margin: noninferiority_power(margin, sd, seeds) - power, sd)
-
-
-def smallest_detectable(sd: float, seeds: int, power: float = TARGET_POWER) -> float:
-    """The difference that `detection_power` detects with `power`."""
-    return _root(lambda difference: detection_power(difference, sd, seeds) - power, sd)
-
-
-def seeds_needed(margin: float, sd: float, power: float = TARGET_POWER, most: int = 200) -> int | None:
-    """The fewest seeds for which `noninferiority_power(margin, sd, seeds)` reaches `power` (None beyond `most`)."""
-    return next((seeds for seeds in range(2, most + 1) if noninferiority_power(margin, sd, seeds) >= power), None)
-
-
-def study_sd(training_variance: float, q: float, prompts: int, samples: int, evaluations: int = 1) -> float:
-    """Spread of one seed's paired difference in the study: the training part plus two arms' sampling noise,
-    averaged over `evaluations` evaluations."""
-    return math.sqrt(max(training_variance, 0.0) + 2 * evaluation_variance(q, prompts, samples) / evaluations)
-
-
-def grid_cpu_seconds(seeds: int, step_seconds: dict, steps: int, evaluations: int, evaluation_seconds: float) -> float:
-    """CPU seconds of the grid: the step-0 evaluation once (same weights, same evaluation seed in every run), then
-    per seed and arm `steps` optimizer steps and `evaluations` evaluations."""
-    per_seed = sum(steps * seconds + evaluations * evaluation_seconds for seconds in step_seconds.values())
-    return evaluation_seconds + seeds * per_seed
-
-
-# The old runs.
-
-
-def load_old_runs(directory: str) -> dict:
-    runs = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*-seed*.json"))):
-        with open(path, encoding="utf-8") as handle:
-            run = json.load(handle)
-        runs[(run["arm"], run["seed"])] = run
-    if not runs:
-        raise FileNotFoundError(f"power.py: no result files (ARM-seedS.json) in {directory}; pass --old-results.")
-    return runs
-
-
-def old_q(run: dict, index: int) -> float:
-    settings = run["settings"]
-    return q_from_counts(run["accuracy"][index], run["always_right"][index], run["always_wrong"][index],
-                         settings["held_out_prompts"], settings["eval_samples"])
-
-
-def accuracy_at_tokens(run: dict, tokens: float) -> float:
-    import numpy
-
-    return float(numpy.interp(tokens, run["eval_tokens"], run["accuracy"]))
-
-
-def old_spread(runs: dict) -> dict:
-    """Per comparison: the seed-to-seed variance of the paired difference per evaluation step (pooled over the
-    steps after 0), of its mean over those evaluations and at equal generated tokens, each with the old runs' own
-    evaluation variance and the training part left after subtracting it."""
-    seeds = sorted({seed for _, seed in runs})
-    out = {}
-    for name, (arm, baseline) in COMPARISONS.items():
-        pairs = [(runs[(arm, seed)], runs[(baseline, seed)]) for seed in seeds]
-        steps = pairs[0][0]["eval_steps"]
-        prompts, samples = (pairs[0][0]["settings"][key] for key in ("held_out_prompts", "eval_samples"))
-        later = range(1, len(steps))
-        per_step = {steps[i]: statistics.variance([a["accuracy"][i] - b["accuracy"][i] for a, b in pairs])
-                    for i in later}
-        old_eval = statistics.fmean(evaluation_variance(old_q(run, i), prompts, samples)
-                                    for pair in pairs for run in pair for i in later)
-        mean_over = statistics.variance([statistics.fmean(a["accuracy"][i] - b["accuracy"][i] for i in later)
-                                         for a, b in pairs])
-        tokens = min(run["eval_tokens"][-1] for run in runs.values())
-        at_tokens = statistics.variance([accuracy_at_tokens(a, tokens) - accuracy_at_tokens(b, tokens)
-                                         for a, b in pairs])
-        pooled = statistics.fmean(per_step.values())
-        out[name] = {
-            "seeds": len(seeds), "evaluations_after_step_0": len(later), "old_prompts": prompts,
-            "old_samples": samples, "old_evaluation_variance": old_eval,
-            "per_step_sd": {str(step): math.sqrt(value) for step, value in per_step.items()},
-            "pooled_per_step_sd": math.sqrt(pooled), "mean_over_evaluations_sd": math.sqrt(mean_over),
-            "equal_tokens": tokens, "equal_tokens_sd": math.sqrt(at_tokens),
-            "training_variance": {"per_step": pooled - 2 * old_eval,
-                                  "mean_over_evaluations": mean_over - 2 * old_eval / len(later),
-                                  "equal_tokens": at_tokens - 2 * old_eval},
-        }  # fmt: skip
-    return out
-
-
-def old_generation_spread(runs: dict) -> dict:
-    """(c): generated completions per informative trained row up to the last step, per run, and the seed-to-seed
-    spread of the paired difference defaults - DAPO as published."""
-    def per_row(run):
-        group = run["settings"]["num_generations"]
-        completions = run["eval_completions"][-1]
-        if run["arm"] in ("dapo", "dapo_skip_carry"):
-            rows = group * sum(run["logged"]["dynamic_sampling/kept_groups"].values())
-        else:
-            rows = group * sum(c["groups"] - c["equal_score_groups"] for c in run["probe"].values())
-        return completions / rows
-
-    seeds = sorted({seed for _, seed in runs})
-    values = {arm: [per_row(runs[(arm, seed)]) for seed in seeds] for arm in ("grpo", "dapo", "dapo_skip_carry")}
-    differences = [a - b for a, b in zip(values["dapo_skip_carry"], values["dapo"], strict=True)]
-    return {"per_run": values, "difference_sd": statistics.stdev(differences),
-            "difference_mean": statistics.fmean(differences)}
-
-
-def old_step_seconds(runs: dict) -> dict:
-    """CPU seconds per optimizer step of each old arm at one torch thread (evaluations excluded), mean over seeds."""
-    arms = sorted({arm for arm, _ in runs})
-    return {arm: statistics.fmean(run["train_cpu_seconds"][-1] / run["eval_steps"][-1]
-                                  for (name, _), run in runs.items() if name == arm) for arm in arms}
-
-
-# The study's design and its cost.
 
 
 def design_rows(spread: dict, generation: dict, q: float, costs: dict, budget_seconds: float, steps: int,
@@ -402,7 +220,10 @@ def markdown(record: dict, machine: str) -> str:
     lines += ["", f"**Chosen design:** {chosen['prompts']} held-out problems x {chosen['samples']} sample, "
               f"{chosen['seeds']} seeds: margin (a) reachable with 80 % power "
               f"{chosen['planning']['margin_a']:.3f} (conservative spread {chosen['conservative']['margin_a']:.3f}); "
-              f"the method fixes **{record['margin']:.3f}**. A margin of 0.03 needs "
+              f"the method fixes **{record['margin']:.3f}**. (b) detectable per step, mean over evaluations, at "
+              f"equal tokens: " + ", ".join(f"{value:.3f}" for value in chosen["planning"]["detectable_b"].values())
+              + " (conservative " + ", ".join(f"{value:.3f}" for value in chosen["conservative"]["detectable_b"].values())
+              + f"); (c) {chosen['detectable_c']:.2f} completions per informative row. A margin of 0.03 needs "
               f"{chosen['planning']['seeds_for_margin_0.03']} seeds (conservative "
               f"{chosen['conservative']['seeds_for_margin_0.03']}), "
               f"{chosen['planning']['seeds_for_margin_0.03'] * chosen['cpu_seconds_per_seed'] / 3600:.1f} CPU hours. "
