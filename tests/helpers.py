@@ -95,6 +95,13 @@ def run_launch(command: list[str], env: dict[str, str], timeout_s: float) -> str
     return output
 
 
+def interruptible_popen(command: list[str], **kwargs) -> subprocess.Popen:
+    """`subprocess.Popen` whose child takes SIGINT as Ctrl-C (KeyboardInterrupt) even where the test run itself
+    ignores it: a shell starts a background job (`pytest ... &`) with SIGINT ignored, children inherit that, and
+    Python then installs no KeyboardInterrupt handler."""
+    return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
+
+
 def baseline_in_full_suite(trainer_names):
     """`trainer_names` as test parameters, TRL's `GRPOTrainer` marked slow: the fast loop (`pytest -m "not slow"`)
     runs the package's trainers, the full suite runs TRL's baseline beside them."""

@@ -2,20 +2,14 @@
 problems, the task's problem space, the pilot's choice rule, and the power calculation's formulas."""
 
 import math
-from pathlib import Path
 
 import pytest
 
-STUDY = Path(__file__).resolve().parent.parent / "benchmarks" / "real_model_study"
 
 
 @pytest.fixture
-def study(monkeypatch):
-    monkeypatch.syspath_prepend(str(STUDY))
-    import pilot
-    import power
-    import power_formulas
-    import task
+def study():
+    from benchmarks.real_model_study import pilot, power, power_formulas, task
 
     return task, pilot, power_formulas, power
 

@@ -8,10 +8,10 @@ import math
 import os
 import statistics
 
-from power_formulas import evaluation_variance, q_from_counts
+from .power_formulas import evaluation_variance, q_from_counts
 
 # Where the first benchmark's result files were when this ran; a reorganized tree passes --old-results.
-OLD_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "real_model")
+OLD_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "real_model", "results")
 # The comparisons fixed in advance, as (arm, baseline) of the old runs standing in for the study's arms.
 COMPARISONS = {
     "a: defaults - DAPO as published": ("dapo_skip_carry", "dapo"),

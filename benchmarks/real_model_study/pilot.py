@@ -1,6 +1,6 @@
 """Pilot of the real-model study: picks the task by measurement, before any arm runs.
 
-    python benchmarks/real_model_study/pilot.py [--prompts 56] [--samples 8] [--output results/pilot.json]
+    python -m benchmarks.real_model_study.pilot [--prompts 56] [--samples 8] [--output results/pilot.json]
 
 For each candidate reasoning-gym configuration (`task.CANDIDATES`) it measures SmolLM2-135M-Instruct's base
 sampled pass rate (`trl_variants.real.evaluation.sampled_pass_rate`, temperature 1.0, at most 32 new tokens: the
@@ -22,14 +22,12 @@ import json
 import os
 import re
 import statistics
-import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from task import CANDIDATES, canonical_form, select_distinct, space_size  # noqa: E402
+from .task import CANDIDATES, canonical_form, select_distinct, space_size
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # Apart from the study's held-out and training seeds, so the pilot's problems are a third draw.
@@ -182,7 +180,7 @@ def main() -> None:
 def markdown(record: dict, training: dict | None) -> str:
     """The pilot's short report: one row per candidate, the choice, and the training pilot if it ran."""
     lines = ["# Real-model study: pilot", "",
-             "Written by `python benchmarks/real_model_study/pilot.py` (and `training_pilot.py`) before any arm of "
+             "Written by `python -m benchmarks.real_model_study.pilot` (and `training_pilot.py`) before any arm of "
              "the study ran. SmolLM2-135M-Instruct at step 0, temperature 1.0, at most 32 new tokens, the "
              "real-model example's prompt (one worked exchange), one torch thread.", "",
              "Rule, " + " ".join(record["rule"].split()), "",

@@ -2,7 +2,7 @@
 margin the budget reaches, from the spread of the 12 committed runs of the first real-model benchmark and the
 costs measured on this machine.
 
-    python benchmarks/real_model_study/power.py [--old-results DIR] [--budget-hours 12]
+    python -m benchmarks.real_model_study.power [--old-results DIR] [--budget-hours 12]
 
 Model. For one comparison and one seed, the paired difference between two arms is a training part (the two runs'
 trajectories differ by seed) plus evaluation sampling noise. An evaluation of N prompts x k samples whose prompts
@@ -27,14 +27,12 @@ import json
 import math
 import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from old_runs import (  # noqa: E402
+from .old_runs import (
     OLD_RESULTS, load_old_runs, old_generation_spread, old_q, old_spread, old_step_seconds,
 )
-from power_formulas import (  # noqa: E402
+from .power_formulas import (
     evaluation_variance, grid_cpu_seconds, q_from_per_prompt, seeds_needed, smallest_detectable, smallest_margin,
     study_sd,
 )
@@ -172,7 +170,7 @@ def main() -> None:
 def markdown(record: dict, machine: str) -> str:
     spread, costs = record["old_spread"], record["costs"]
     lines = ["# Real-model study: power calculation", "",
-             "Written by `python benchmarks/real_model_study/power.py` before any arm of the study ran. Model and "
+             "Written by `python -m benchmarks.real_model_study.power` before any arm of the study ran. Model and "
              "tests: the script's docstring.", "",
              "## Spread of the paired differences in the 12 old runs (3 seeds, 40 prompts x 4 samples)", "",
              "| comparison | per step (SD by step) | pooled per step | mean over evaluations after step 0 | "

@@ -3,7 +3,7 @@ batch shape and a training set as small as the study's, to see whether the held-
 run's length, and what an optimizer step costs at one torch thread. Not an arm of the study: its held-out problems
 are the pilot's draw (seed `pilot.PILOT_SEED`), not the study's.
 
-    python benchmarks/real_model_study/training_pilot.py [--steps 15] [--eval-every 5] [--train-size 10]
+    python -m benchmarks.real_model_study.training_pilot [--steps 15] [--eval-every 5] [--train-size 10]
 
 Writes `results/training_pilot.json` after every evaluation.
 """
@@ -11,15 +11,13 @@ Writes `results/training_pilot.json` after every evaluation.
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pilot import EVAL_SEED, MAX_NEW_TOKENS, PILOT_SEED, RESULTS, pilot_source  # noqa: E402
-from task import CANDIDATES, canonical_form, select_distinct  # noqa: E402
+from .pilot import EVAL_SEED, MAX_NEW_TOKENS, PILOT_SEED, RESULTS, pilot_source
+from .task import CANDIDATES, canonical_form, select_distinct
 
 TRAIN_SEED = 0
 

@@ -23,6 +23,8 @@ from trl_variants.cli.output import StagedFolder
 from trl_variants.toy import greedy_accuracy
 from trl_variants.toy.data import split_problems
 
+from ..helpers import interruptible_popen
+
 
 def held_out_problems(seed):
     return split_problems(DEMO_TASK["max_operand"], DEMO_TASK["held_out_fraction"], seed)[1]
@@ -151,7 +153,7 @@ def test_interrupted_demo_leaves_no_folder_behind(tmp_path):
     """Ctrl-C in the middle of training: exit code 130, and neither the output folder nor its staging folder
     remains."""
     command = [sys.executable, "-m", "trl_variants.cli", "demo", "--output_dir", str(tmp_path / "out"), "--no_progress"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = interruptible_popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(f".out.partial-*/{LOG_FILE}")):  # training has logged its first step
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()

@@ -24,6 +24,7 @@ from trl_variants.cli.real_demo import LOG_FILE, SUMMARY_FILE, run_real_demo
 from trl_variants.real.progress import clock, progress_line
 from trl_variants.real.sittings import BEFORE_FILE, earlier_sittings
 
+from ..helpers import interruptible_popen
 from ..tiny_chat_model import use_tiny_chat_model
 
 pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip install ".[reasoning-gym]"')
@@ -202,8 +203,8 @@ def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, t
     """A real SIGINT to the command's process, then the printed command, run as printed, finishes the run."""
     flags = ["--steps", "6", "--output_dir", "out", *SMALL_FLAGS]
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen([sys.executable, str(SCRIPT), *flags], cwd=tmp_path, env=environment,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = interruptible_popen([sys.executable, str(SCRIPT), *flags], cwd=tmp_path, env=environment,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 240
     while not (tmp_path / "out.partial" / "checkpoint-2" / "trainer_state.json").is_file():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
