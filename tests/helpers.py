@@ -102,6 +102,16 @@ def interruptible_popen(command: list[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
 
+def command_help(capsys, command: str) -> str:
+    """What `trl-variants COMMAND --help` prints; the command must exit 0."""
+    from trl_variants.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
 def baseline_in_full_suite(trainer_names):
     """`trainer_names` as test parameters, TRL's `GRPOTrainer` marked slow: the fast loop (`pytest -m "not slow"`)
     runs the package's trainers, the full suite runs TRL's baseline beside them."""

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trl_variants.cli import main
+
+from ..helpers import command_help
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,15 +37,8 @@ def test_light_help_imports_neither_torch_nor_trl(argv):
     assert not {"torch", "trl", "transformers", "datasets"} & modules
 
 
-def dapo_help(capsys) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["dapo", "--help"])
-    assert exit_info.value.code == 0
-    return capsys.readouterr().out
-
-
 def test_variant_help_is_grouped_command_then_variant_then_trl_and_transformers(capsys):
-    text = dapo_help(capsys)
+    text = command_help(capsys, "dapo")
     headings = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
     assert headings == [
         "options:",
@@ -67,7 +61,7 @@ def test_variant_help_is_grouped_command_then_variant_then_trl_and_transformers(
 
 
 def test_negated_switch_says_what_it_does(capsys):
-    text = dapo_help(capsys)
+    text = command_help(capsys, "dapo")
     negated = text.split("--no_dynamic_sampling, --no-dynamic-sampling")[1].split("--")[0]
     assert "Sets dynamic_sampling to False." in negated
     assert "(default: False)" not in negated

@@ -24,7 +24,7 @@ from trl_variants.cli.real_demo import LOG_FILE, SUMMARY_FILE, run_real_demo
 from trl_variants.real.progress import clock, progress_line
 from trl_variants.real.sittings import BEFORE_FILE, earlier_sittings
 
-from ..helpers import interruptible_popen
+from ..helpers import command_help, interruptible_popen
 from ..tiny_chat_model import use_tiny_chat_model
 
 pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip install ".[reasoning-gym]"')
@@ -228,20 +228,13 @@ def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, t
 # What the command says about itself.
 
 
-def real_demo_help(capsys) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["real-demo", "--help"])
-    assert exit_info.value.code == 0
-    return capsys.readouterr().out
-
-
 def test_one_duration_everywhere(capsys):
     """`--help`, the usage text, the README and docs/cli.md give the same duration, for the same machine."""
     from trl_variants.cli.common import REAL_DEMO_DURATION
     from trl_variants.cli.main import USAGE
 
     texts = {
-        "--help": real_demo_help(capsys),
+        "--help": command_help(capsys, "real-demo"),
         "usage": USAGE,
         "README.md": (REPO_ROOT / "README.md").read_text(encoding="utf-8"),
         "docs/cli.md": (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8"),
@@ -252,7 +245,7 @@ def test_one_duration_everywhere(capsys):
 
 def test_flag_defaults_in_docs_are_the_help_texts(capsys):
     """docs/cli.md's table of real-demo flags says what `--help` says of each flag's default."""
-    help_text = " ".join(real_demo_help(capsys).split())
+    help_text = " ".join(command_help(capsys, "real-demo").split())
     page = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     section = page.split("## `trl-variants real-demo`", 1)[1].split("\n## ", 1)[0]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `--")]
