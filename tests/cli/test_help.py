@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-
 from ..helpers import command_help
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
