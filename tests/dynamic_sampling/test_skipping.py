@@ -243,6 +243,21 @@ def test_recording_sampler_drops_a_resumed_epochs_skipped_batches_and_restarts_e
     assert sampler.take_batch(1, process_index=0, num_processes=1) == [0]
 
 
+def test_recording_sampler_finds_batches_a_trainer_skipped_without_announcing_them():
+    # transformers releases without `get_resumed_dataloader` skip a resumed epoch's batches unannounced: the
+    # delivered rows then tell how many whole batches to drop. Two processes, two rows each.
+    sampler = RecordingSampler(EpochSampler([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]))
+    list(sampler)
+    delivered_first = 4  # the third global batch's process-0 slice starts at index 4
+    assert sampler.take_batch(2, 0, 2, delivered=lambda indices: indices[0] == delivered_first) == [4, 4]
+    with pytest.raises(RuntimeError, match="recorded only 0 of the 4 indices"):
+        sampler.take_batch(2, 0, 2, delivered=lambda indices: True)
+    sampler = RecordingSampler(EpochSampler([0, 1, 2, 3]))
+    list(sampler)
+    # A batch that matches no recorded one is left for the pairing check to refuse.
+    assert sampler.take_batch(1, 0, 1, delivered=lambda indices: False) == [3]
+
+
 def test_batch_row_indices_find_rows_by_identity_not_by_content():
     first, twin = {"prompt": "a"}, {"prompt": "a"}
     batch = BatchRowIndices([first, twin], [4, 9])

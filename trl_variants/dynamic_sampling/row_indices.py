@@ -46,9 +46,18 @@ class RecordingSampler(Sampler):
         """The next pass's first `count` batches are drawn but not delivered (a resumed epoch's trained batches)."""
         self._batches_to_skip = count
 
-    def take_batch(self, rows: int, process_index: int, num_processes: int) -> list[int]:
-        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`."""
+    def take_batch(self, rows: int, process_index: int, num_processes: int, delivered=None) -> list[int]:
+        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`.
+
+        `delivered(indices)` tells whether this process's batch holds those dataset rows. Where the Trainer skipped a
+        resumed epoch's batches without announcing them (transformers releases without `get_resumed_dataloader`),
+        whole batches are dropped until the recorded ones are those delivered."""
         global_rows = rows * num_processes
+        if delivered is not None and not self._batches_to_skip:
+            own = slice(process_index * rows, (process_index + 1) * rows)
+            while len(self._recorded) >= 2 * global_rows and not delivered(list(self._recorded)[:global_rows][own]):
+                for _ in range(global_rows):
+                    self._recorded.popleft()
         needed = (self._batches_to_skip + 1) * global_rows
         if len(self._recorded) < needed:
             raise RuntimeError(

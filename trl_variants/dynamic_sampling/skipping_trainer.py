@@ -147,15 +147,21 @@ class PromptSkippingMixin:
         sampler = getattr(self, "_recording_sampler", None)
         if sampler is not None and self.model.training:
             accelerator = self.accelerator
-            indices = sampler.take_batch(len(generation_batch), accelerator.process_index, accelerator.num_processes)
+            indices = sampler.take_batch(
+                len(generation_batch), accelerator.process_index, accelerator.num_processes,
+                delivered=lambda indices: self._rows_match(generation_batch[0], indices[0]),
+            )  # fmt: skip
             self._check_row_pairing(generation_batch[0], indices[0])
             self._batch_row_indices = BatchRowIndices(generation_batch, indices)
         return super()._prepare_inputs(generation_batch)
 
+    def _rows_match(self, row: dict, index: int) -> bool:
+        return "prompt" not in row or self.train_dataset[index]["prompt"] == row["prompt"]
+
     def _check_row_pairing(self, row: dict, index: int) -> None:
         """A batch paired with the wrong indices would corrupt the history without a sound; one row read per batch
         catches it."""
-        if "prompt" in row and self.train_dataset[index]["prompt"] != row["prompt"]:
+        if not self._rows_match(row, index):
             raise RuntimeError(
                 f"dynamic_sampling: the training batch's first row is not row {index} of train_dataset, whose index "
                 "the train sampler recorded for it; the training dataloader must deliver batches in sampler order."
