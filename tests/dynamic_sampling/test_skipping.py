@@ -254,8 +254,15 @@ def test_recording_sampler_finds_batches_a_trainer_skipped_without_announcing_th
         sampler.take_batch(2, 0, 2, delivered=lambda indices: True)
     sampler = RecordingSampler(EpochSampler([0, 1, 2, 3]))
     list(sampler)
-    # A batch that matches no recorded one is left for the pairing check to refuse.
-    assert sampler.take_batch(1, 0, 1, delivered=lambda indices: False) == [3]
+    # A batch that matches no recorded one is refused, naming the last index it was compared with.
+    with pytest.raises(RuntimeError, match="first row is not row 3 of train_dataset"):
+        sampler.take_batch(1, 0, 1, delivered=lambda indices: False)
+    # After an announced skip the batch must match at once: no search past it.
+    sampler = RecordingSampler(EpochSampler([0, 1, 2, 3]))
+    sampler.skip_batches(1)
+    list(sampler)
+    with pytest.raises(RuntimeError, match="first row is not row 1 of train_dataset"):
+        sampler.take_batch(1, 0, 1, delivered=lambda indices: indices[0] == 2)
 
 
 def test_batch_row_indices_find_rows_by_identity_not_by_content():

@@ -11,6 +11,7 @@ but never delivered; the trainer announces them (`skip_batches`) so their indice
 """
 
 from collections import deque
+from itertools import islice
 from torch.utils.data import Sampler
 
 
@@ -49,15 +50,11 @@ class RecordingSampler(Sampler):
     def take_batch(self, rows: int, process_index: int, num_processes: int, delivered=None) -> list[int]:
         """The dataset indices of the next delivered batch of `rows` rows on process `process_index`.
 
-        `delivered(indices)` tells whether this process's batch holds those dataset rows. Where the Trainer skipped a
-        resumed epoch's batches without announcing them (transformers releases without `get_resumed_dataloader`),
-        whole batches are dropped until the recorded ones are those delivered."""
+        `delivered(indices)` tells whether this process's batch holds those dataset rows; a batch paired with the
+        wrong indices would corrupt the prompt history without a sound, so it is refused. Where the Trainer skipped
+        a resumed epoch's batches without announcing them (transformers releases without
+        `get_resumed_dataloader`), whole batches are dropped until the recorded ones are those delivered."""
         global_rows = rows * num_processes
-        if delivered is not None and not self._batches_to_skip:
-            own = slice(process_index * rows, (process_index + 1) * rows)
-            while len(self._recorded) >= 2 * global_rows and not delivered(list(self._recorded)[:global_rows][own]):
-                for _ in range(global_rows):
-                    self._recorded.popleft()
         needed = (self._batches_to_skip + 1) * global_rows
         if len(self._recorded) < needed:
             raise RuntimeError(
@@ -66,11 +63,24 @@ class RecordingSampler(Sampler):
                 "trainer's own get_train_dataloader, with accelerate's default batch sharding (dispatch_batches "
                 "off)."
             )
-        for _ in range(self._batches_to_skip * global_rows):
-            self._recorded.popleft()
+        searching = not self._batches_to_skip
+        self._drop(self._batches_to_skip * global_rows)
         self._batches_to_skip = 0
+        own = slice(process_index * rows, (process_index + 1) * rows)
+        while delivered is not None and not delivered(candidate := list(islice(self._recorded, global_rows))[own]):
+            if not searching or len(self._recorded) < 2 * global_rows:
+                raise RuntimeError(
+                    f"dynamic_sampling: the training batch's first row is not row {candidate[0]} of train_dataset, "
+                    "whose index the train sampler recorded for it; the training dataloader must deliver batches in "
+                    "sampler order."
+                )
+            self._drop(global_rows)
         batch = [self._recorded.popleft() for _ in range(global_rows)]
-        return batch[process_index * rows : (process_index + 1) * rows]
+        return batch[own]
+
+    def _drop(self, count: int) -> None:
+        for _ in range(count):
+            self._recorded.popleft()
 
 
 class BatchRowIndices:

@@ -151,21 +151,12 @@ class PromptSkippingMixin:
                 len(generation_batch), accelerator.process_index, accelerator.num_processes,
                 delivered=lambda indices: self._rows_match(generation_batch[0], indices[0]),
             )  # fmt: skip
-            self._check_row_pairing(generation_batch[0], indices[0])
             self._batch_row_indices = BatchRowIndices(generation_batch, indices)
         return super()._prepare_inputs(generation_batch)
 
     def _rows_match(self, row: dict, index: int) -> bool:
+        """Whether dataloader `row` is row `index` of train_dataset; one row read per batch checks the pairing."""
         return "prompt" not in row or self.train_dataset[index]["prompt"] == row["prompt"]
-
-    def _check_row_pairing(self, row: dict, index: int) -> None:
-        """A batch paired with the wrong indices would corrupt the history without a sound; one row read per batch
-        catches it."""
-        if not self._rows_match(row, index):
-            raise RuntimeError(
-                f"dynamic_sampling: the training batch's first row is not row {index} of train_dataset, whose index "
-                "the train sampler recorded for it; the training dataloader must deliver batches in sampler order."
-            )
 
     # Hooks called by DynamicSamplingMixin.
 
