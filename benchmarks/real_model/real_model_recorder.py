@@ -22,7 +22,7 @@ from trl_variants.real.evaluation import sampled_pass_rate
 EVAL_SEED_BASE = 10_000
 # One value per evaluation.
 EVAL_SERIES = ("eval_steps", "accuracy", "always_right", "always_wrong", "eval_mean_length", "eval_truncated",
-               "eval_tokens", "eval_completions", "train_seconds", "train_cpu_seconds")
+               "eval_tokens", "eval_completions", "train_seconds", "train_cpu_seconds", "eval_per_prompt")
 
 
 def read_result(path: str) -> dict | None:
@@ -112,11 +112,14 @@ class Recorder(TrainerCallback):
         stretch = sum(steps) / len(steps) * self.settings.eval_every + self.record["eval_seconds"]
         return time.time() + stretch > self.deadline
 
+    def _measure(self, index: int, model):
+        """The `index`-th evaluation of `model` (a `PassRate`); its generator seed depends on `index` only."""
+        return sampled_pass_rate(model, self.tokenizer, self.held_out, samples_per_prompt=self.settings.eval_samples,
+                                 max_new_tokens=self.settings.max_completion_length, batch_size=self.eval_batch_size,
+                                 seed=EVAL_SEED_BASE + index)
+
     def _evaluate(self, state, model) -> None:
-        index = len(self.record["eval_steps"])
-        result = sampled_pass_rate(model, self.tokenizer, self.held_out, samples_per_prompt=self.settings.eval_samples,
-                                   max_new_tokens=self.settings.max_completion_length,
-                                   batch_size=self.eval_batch_size, seed=EVAL_SEED_BASE + index)
+        result = self._measure(len(self.record["eval_steps"]), model)
         totals = self.probe.series(state.global_step + 1)
         record = self.record
         record["eval_steps"].append(state.global_step)
@@ -125,6 +128,7 @@ class Recorder(TrainerCallback):
         record["always_wrong"].append(result.always_wrong)
         record["eval_mean_length"].append(result.mean_completion_tokens)
         record["eval_truncated"].append(result.truncated_fraction)
+        record["eval_per_prompt"].append(result.per_prompt)
         record["eval_tokens"].append(sum(totals["tokens"]))
         record["eval_completions"].append(sum(totals["completions"]))
         record["train_seconds"].append(round(self.train_seconds, 2))

@@ -26,13 +26,15 @@ class OutcomeProbe:
     - `equal_score_groups`: groups whose rewards are all equal (zero advantage for every completion), which differ
       from the all-right or all-wrong groups where the reward gives partial credit.
 
-    `passed(reward)` says whether a completion is right: `reward > 0` by default (a +1/-1 or 0/1 reward).
+    `passed(reward)` says whether a completion is right: `reward > 0` by default (a +1/-1 or 0/1 reward). With
+    `group_key`, the name of a dataset column the reward receives (such as `reasoning_gym_index`), each step's row also
+    counts the groups generated for each value of that column, under `"groups_of/<value>"`.
     """
 
     FIELDS = ("tokens", "completions", "correct_tokens", "correct", "wrong_tokens", "wrong", "groups", "all_correct",
               "all_wrong", "equal_score_groups")
 
-    def __init__(self, reward_func, num_generations: int, passed=lambda reward: reward > 0):
+    def __init__(self, reward_func, num_generations: int, passed=lambda reward: reward > 0, group_key: str | None = None):
         self.num_generations, self.passed = num_generations, passed
         self.per_step: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(self.FIELDS, 0))
 
@@ -40,7 +42,10 @@ class OutcomeProbe:
         def recorded(prompts, completions, completion_ids, trainer_state=None, **kwargs):
             rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids,
                                   trainer_state=trainer_state, **kwargs)
-            self.record(trainer_state.global_step if trainer_state else 0, prompts, completion_ids, rewards)
+            step = trainer_state.global_step if trainer_state else 0
+            self.record(step, prompts, completion_ids, rewards)
+            if group_key is not None:
+                self.count_groups_by(step, kwargs[group_key])
             return rewards
 
         self.reward_func = recorded
@@ -60,6 +65,13 @@ class OutcomeProbe:
         for start in range(0, len(rewards), self.num_generations):
             group = [reward for reward in rewards[start : start + self.num_generations] if reward is not None]
             row["equal_score_groups"] += bool(group) and max(group) - min(group) <= EQUAL_SCORE_TOLERANCE
+
+    def count_groups_by(self, step: int, values) -> None:
+        """Counts one group per `num_generations` consecutive completions under the value of its first row."""
+        row = self.per_step[step]
+        for start in range(0, len(values), self.num_generations):
+            key = f"groups_of/{values[start]}"
+            row[key] = row.get(key, 0) + 1
 
     def series(self, num_steps: int) -> dict[str, list[int]]:
         """One list per field, indexed by optimizer step 0..num_steps-1 (0 where a step generated nothing)."""
