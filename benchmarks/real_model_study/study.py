@@ -130,6 +130,8 @@ def step0(settings: Settings, runs_dir: str) -> dict:
     seed, so it is one measurement), computed once and stored in `runs_dir/step0.json`."""
     from dataclasses import asdict as as_dict
 
+    import torch
+
     from benchmarks.real_model.real_model_recorder import EVAL_SEED_BASE, read_result, write_result
     from trl_variants.real.evaluation import sampled_pass_rate
     from trl_variants.real.smollm2 import load_smollm2
@@ -138,6 +140,7 @@ def step0(settings: Settings, runs_dir: str) -> dict:
     stored = read_result(path)
     if stored is not None:
         return stored
+    torch.set_num_threads(1)  # the runs' thread count, so the arithmetic is theirs
     model, tokenizer = load_smollm2()
     held_out, _, _ = build_task(settings, seed=0)
     started = time.process_time()
