@@ -183,7 +183,7 @@ def run(arm: str, seed: int, settings: Settings, runs_dir: str, deadline: float 
                          group_key="reasoning_gym_index")
     trainer_class, config = arm_trainer_and_config(arm, output_dir, shared_config(settings, seed, checkpoint=True))
     recorder = StudyRecorder(path, header(arm, seed, settings, train, train_forms), probe, held_out, tokenizer,
-                             settings, deadline, shared_step0,
+                             settings, LOGGED, deadline, shared_step0,
                              previous=(previous, int(resume.rsplit("-", 1)[1])) if resume else None)
     trainer = trainer_class(model, [probe.reward_func], args=config, train_dataset=train.dataset,
                             processing_class=tokenizer, callbacks=[recorder])
