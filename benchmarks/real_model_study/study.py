@@ -69,8 +69,8 @@ class Settings:
 
 
 # Only checks that the script works end to end: a few held-out problems, two steps.
-SMOKE = Settings(held_out_prompts=4, train_size=3, num_generations=4, max_completion_length=8, max_steps=2,
-                 eval_every=1)
+SMOKE = Settings(held_out_prompts=4, train_size=2, prompts_per_step=1, num_generations=2, max_completion_length=8,
+                 max_steps=2, eval_every=1)
 
 
 def result_path(runs_dir: str, arm: str, seed: int) -> str:
