@@ -18,7 +18,7 @@ from benchmarks.shared.settings import REPO_ROOT
 from benchmarks.shared.stats import t_interval
 
 from . import study_analysis as analysis
-from .study import ARMS, RUNS_DIR, SEEDS, STEP0_FILE
+from .design import ARMS, RUNS_DIR, SEEDS, STEP0_FILE
 
 _RUN_FILE = re.compile(r"(?P<arm>[a-z_]+)-seed(?P<seed>\d+)\.json")
 POWER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "power.json")
