@@ -156,7 +156,7 @@ def test_report_takes_no_decision_until_every_seed_of_the_compared_arms_is_in(tm
     write_runs(tmp_path, {"grpo": 0.35, "dapo": 0.40, "defaults": 0.40}, seeds=range(3))
     text = report(str(tmp_path))
     assert "No decision yet: 3 of 8 seeds" in text
-    assert "| `defaults` | 3 of 8 |" in text
+    assert "| `defaults` | 3 of 8 | 0, 1, 2 | 0 |" in text
 
 
 def test_report_decides_the_defaults_by_non_inferiority_and_validity(tmp_path):
@@ -193,3 +193,14 @@ def test_outcome_probe_counts_groups_per_value_of_a_column():
     row = probe.per_step[4]
     assert row["groups_of/5"] == 2 and row["groups_of/9"] == 1
     assert (row["groups"], row["all_correct"], row["all_wrong"], row["equal_score_groups"]) == (3, 1, 1, 2)
+
+
+def test_the_committed_study_report_is_what_report_prints_from_the_committed_result_files():
+    """docs/results/real_model_study.md is `report` on benchmarks/real_model_study/results/runs/ (arithmetic on the
+    complete result files only, so any checkout prints the same text): regenerate it whenever a run is committed."""
+    from benchmarks.real_model_study.design import RUNS_DIR
+    from benchmarks.real_model_study.study_report import report
+    from tests.test_benchmarks_smoke import REPO
+
+    committed = (REPO / "docs" / "results" / "real_model_study.md").read_text(encoding="utf-8")
+    assert committed == report(RUNS_DIR) + "\n"
