@@ -204,3 +204,15 @@ def test_the_committed_study_report_is_what_report_prints_from_the_committed_res
 
     committed = (REPO / "docs" / "results" / "real_model_study.md").read_text(encoding="utf-8")
     assert committed == report(RUNS_DIR) + "\n"
+
+
+def test_report_on_one_seed_says_what_is_pending_instead_of_judging(tmp_path):
+    from benchmarks.real_model_study.study_report import report
+
+    write_runs(tmp_path, {"grpo": 0.35, "dapo": 0.40, "defaults": 0.40}, seeds=range(1))
+    text = report(str(tmp_path))
+    for pending in ("(a) `defaults` - `dapo`: pending (1 seed with both complete)",
+                    "(b) `dapo` - `grpo`: pending (1 seed with both complete)",
+                    "Validity: pending (1 complete `dapo` run)"):
+        assert pending in text
+    assert "non-inferior" not in text and "null result" not in text

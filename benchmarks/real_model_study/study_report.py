@@ -72,6 +72,8 @@ def curves_table(runs: dict) -> tuple[list[int], str]:
 
 def comparison_a(runs: dict) -> list[str]:
     interval, non_inferior = analysis.non_inferiority(runs)
+    if interval.n < 2:
+        return [f"- (a) `defaults` - `dapo`: pending ({interval.n} seed{'s' * (interval.n != 1)} with both complete)."]
     per_step = analysis.per_step_differences(runs, *analysis.ARMS_OF_A)
     lines = [f"- (a) `defaults` - `dapo`, mean over the evaluations after step 0: {interval.text(3)} over "
              f"{interval.n} seeds; margin -{analysis.MARGIN}: lower end "
@@ -84,6 +86,9 @@ def comparison_a(runs: dict) -> list[str]:
 def comparison_b(runs: dict, detect: dict) -> list[str]:
     steps = analysis.paired(runs, *analysis.ARMS_OF_B, analysis.mean_after_start)
     budget, at_tokens = analysis.equal_tokens(runs)
+
+    if steps.n < 2:
+        return [f"- (b) `dapo` - `grpo`: pending ({steps.n} seed{'s' * (steps.n != 1)} with both complete)."]
 
     def verdict(interval, smallest):
         if interval.excludes_zero():
@@ -111,10 +116,14 @@ def comparison_c(runs: dict) -> tuple[list[str], str]:
 def validity_lines(runs: dict) -> list[str]:
     interval, valid = analysis.validity(runs)
     share, late = analysis.grpo_flattening(runs)
+    lines = []
+    if late.n:
+        lines.append(f"- `grpo`: {share:.0%} of its mean gain by the last step came after step 5; its gain from step 10 "
+                     f"to the last step {late.text(3)} (reported, not deciding).")
+    if interval.n < 2:
+        return [f"- Validity: pending ({interval.n} complete `dapo` run{'s' * (interval.n != 1)}).", *lines]
     return [f"- Validity: `dapo`'s mean gain over step 0 {interval.text(3)}; the method asks its lower end to be at "
-            f"least {analysis.VALIDITY_GAIN:.2f}: " + ("**holds**." if valid else "**fails**."),
-            f"- `grpo`: {share:.0%} of its mean gain by the last step came after step 5; its gain from step 10 to the "
-            f"last step {late.text(3)} (reported, not deciding)."]
+            f"least {analysis.VALIDITY_GAIN:.2f}: " + ("**holds**." if valid else "**fails**."), *lines]
 
 
 def decision_lines(runs: dict) -> list[str]:
@@ -140,7 +149,7 @@ def activity_table(runs: dict) -> tuple[list[str], str]:
     """How much skipping acted, per stretch, mean over the `defaults` runs; and its share per run."""
     records = completed(runs, "defaults")
     if not records:
-        return [], ""
+        return ["No complete `defaults` run yet."], ""
     activity = [analysis.skipping_activity(record) for record in records]
     header = ["", *(f"steps {first}-{last}" for first, last in (row["steps"] for row in activity[0])), "whole run"]
     rows = []
