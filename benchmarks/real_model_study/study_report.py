@@ -107,7 +107,9 @@ def comparison_c(runs: dict) -> tuple[list[str], str]:
     lines = []
     for arm, other in (("defaults", "dapo"), ("dapo", "grpo")):
         difference = analysis.paired(runs, arm, other, analysis.generation_per_informative_row)
-        if difference.n:
+        if difference.n == 1:
+            lines.append(f"- (c) `{arm}` - `{other}`: pending (1 seed with both complete).")
+        elif difference.n:
             lines.append(f"- (c) generated completions per informative trained row, `{arm}` - `{other}`: "
                          f"{difference.text(2)} over {difference.n} seeds.")
     return lines, markdown_table(["arm", "generated completions per informative trained row"], rows)
