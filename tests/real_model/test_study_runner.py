@@ -29,18 +29,18 @@ def study(*args):
 
 def test_a_run_stopped_at_its_deadline_resumes_to_the_uninterrupted_record(smollm2_path, tmp_path):
     interrupted, whole = tmp_path / "interrupted", tmp_path / "whole"
-    run = ["run", "--arm", "defaults", "--seed", "1"]
+    run = ["run", "--arm", "grpo", "--seed", "1"]
     assert "complete=False" in study(*run, "--runs_dir", str(interrupted), "--deadline_unix", str(time.time()))
-    stopped = json.loads((interrupted / "defaults-seed1.json").read_text())
+    stopped = json.loads((interrupted / "grpo-seed1.json").read_text())
     assert stopped["eval_steps"] == [0, 1] and stopped["stopped_at_deadline"]
-    assert (interrupted / "checkpoints" / "defaults-seed1" / "checkpoint-1").is_dir()
+    assert (interrupted / "checkpoints" / "grpo-seed1" / "checkpoint-1").is_dir()
     assert "complete=True" in study(*run, "--runs_dir", str(interrupted))
     assert "complete=True" in study(*run, "--runs_dir", str(whole))
-    resumed = json.loads((interrupted / "defaults-seed1.json").read_text())
-    uninterrupted = json.loads((whole / "defaults-seed1.json").read_text())
+    resumed = json.loads((interrupted / "grpo-seed1.json").read_text())
+    uninterrupted = json.loads((whole / "grpo-seed1.json").read_text())
     assert {key: resumed[key] for key in COMPARED} == {key: uninterrupted[key] for key in COMPARED}
     assert [attempt["resumed_from_step"] for attempt in resumed["attempts"]] == [0, 1]
-    assert not (interrupted / "checkpoints" / "defaults-seed1").exists()  # a complete run keeps no checkpoint
+    assert not (interrupted / "checkpoints" / "grpo-seed1").exists()  # a complete run keeps no checkpoint
     # No training problem is a held-out problem or a reordering of one.
     held_out = json.loads((whole / "step0.json").read_text())["held_out_questions"]
     held_out_forms = {canonical_form(question.removeprefix("Calculate ").removesuffix(".")) for question in held_out}
