@@ -156,6 +156,8 @@ def test_report_takes_no_decision_until_every_seed_of_the_compared_arms_is_in(tm
     write_runs(tmp_path, {"grpo": 0.35, "dapo": 0.40, "defaults": 0.40}, seeds=range(3))
     text = report(str(tmp_path))
     assert "No decision yet: 3 of 8 seeds" in text
+    assert text.count("(interim: 3 of 8 seeds; judged only when every seed is in)") == 4  # (a), (b) twice, validity
+    assert "non-inferior" not in text and "null result" not in text and "**fails**" not in text
     assert "| `defaults` | 3 of 8 | 0, 1, 2 | 0 |" in text
 
 
