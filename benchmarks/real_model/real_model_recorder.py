@@ -25,6 +25,15 @@ EVAL_SERIES = ("eval_steps", "accuracy", "always_right", "always_wrong", "eval_m
                "eval_tokens", "eval_completions", "train_seconds", "train_cpu_seconds", "eval_per_prompt")
 
 
+def held_out_pass_rate(model, tokenizer, held_out, settings, index: int):
+    """The `index`-th held-out evaluation of a run (a `PassRate`): its generator seed depends on `index` only. A GPU
+    evaluates every sample in one batch; a CPU in batches of 64, which keeps memory flat."""
+    samples = len(held_out.dataset) * settings.eval_samples
+    return sampled_pass_rate(model, tokenizer, held_out, samples_per_prompt=settings.eval_samples,
+                             max_new_tokens=settings.max_completion_length,
+                             batch_size=samples if torch.cuda.is_available() else 64, seed=EVAL_SEED_BASE + index)
+
+
 def read_result(path: str) -> dict | None:
     if not os.path.isfile(path):
         return None
@@ -61,9 +70,6 @@ class Recorder(TrainerCallback):
                        "logged": {}}
         self.train_seconds = self.train_cpu_seconds = 0.0
         self._step_started = self._step_cpu_started = None
-        # A GPU evaluates every sample in one batch; a CPU in batches of 64, which keeps memory flat.
-        samples = len(held_out.dataset) * settings.eval_samples
-        self.eval_batch_size = samples if torch.cuda.is_available() else 64
         if previous is not None:
             self._restore(*previous)
 
@@ -113,10 +119,8 @@ class Recorder(TrainerCallback):
         return time.time() + stretch > self.deadline
 
     def _measure(self, index: int, model):
-        """The `index`-th evaluation of `model` (a `PassRate`); its generator seed depends on `index` only."""
-        return sampled_pass_rate(model, self.tokenizer, self.held_out, samples_per_prompt=self.settings.eval_samples,
-                                 max_new_tokens=self.settings.max_completion_length, batch_size=self.eval_batch_size,
-                                 seed=EVAL_SEED_BASE + index)
+        """The `index`-th evaluation of `model`; a subclass may take it from elsewhere."""
+        return held_out_pass_rate(model, self.tokenizer, self.held_out, self.settings, index)
 
     def _evaluate(self, state, model) -> None:
         result = self._measure(len(self.record["eval_steps"]), model)

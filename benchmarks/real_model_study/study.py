@@ -94,8 +94,7 @@ def step0(settings: Settings, runs_dir: str) -> dict:
 
     import torch
 
-    from benchmarks.real_model.real_model_recorder import EVAL_SEED_BASE, read_result, write_result
-    from trl_variants.real.evaluation import sampled_pass_rate
+    from benchmarks.real_model.real_model_recorder import held_out_pass_rate, read_result, write_result
     from trl_variants.real.smollm2 import load_smollm2
 
     path = os.path.join(runs_dir, STEP0_FILE)
@@ -106,8 +105,7 @@ def step0(settings: Settings, runs_dir: str) -> dict:
     model, tokenizer = load_smollm2()
     held_out, _, _ = build_task(settings, seed=0)
     started = time.process_time()
-    result = sampled_pass_rate(model, tokenizer, held_out, samples_per_prompt=settings.eval_samples,
-                               max_new_tokens=settings.max_completion_length, batch_size=64, seed=EVAL_SEED_BASE)
+    result = held_out_pass_rate(model, tokenizer, held_out, settings, index=0)  # the runs' own evaluation 0
     record = {"settings": asdict(settings), "pass_rate": as_dict(result),
               "cpu_seconds": round(time.process_time() - started, 1), "held_out_questions": held_out.questions}
     os.makedirs(runs_dir, exist_ok=True)
