@@ -16,13 +16,11 @@ run resumes from its last checkpoint (its checkpoints and log under RESULTS_DIR/
 
 import argparse
 import os
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 from benchmarks.real_model.arms import ARMS, RESULTS_DIR, arm_trainer_and_config
-from benchmarks.shared.settings import REPO_ROOT
+from benchmarks.shared.process_grid import run_grid
 
 # A run stops by itself at the evaluation before the deadline; one still running this long after it is stopped.
 DEADLINE_GRACE_S = 90
@@ -118,33 +116,6 @@ def run(arm: str, seed: int, settings: Settings, results_dir: str, checkpoint: b
     return recorder.finish()
 
 
-def grid(arms: list[str], seeds: list[int], workers: int, deadline_seconds: float | None, passthrough: list[str]) -> None:
-    """Runs every (arm, seed) as its own process, `workers` at a time, seed-major so an interrupted grid keeps whole
-    seeds; with a deadline, each run stops at its first evaluation from which the next would end after it."""
-    deadline = time.time() + deadline_seconds if deadline_seconds else None
-    jobs = [(arm, seed) for seed in seeds for arm in arms]
-    running: list[tuple[subprocess.Popen, str]] = []
-    while jobs or running:
-        while jobs and len(running) < workers:
-            arm, seed = jobs.pop(0)
-            command = [sys.executable, "-m", __spec__.name, "run", "--arm", arm, "--seed", str(seed),
-                       *passthrough, *(["--deadline_unix", str(deadline)] if deadline else [])]
-            log = open(os.path.join(passthrough_dir(passthrough), f"{arm}-seed{seed}.log"), "a")  # noqa: SIM115
-            process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
-            running.append((process, f"{arm}-seed{seed}"))
-        time.sleep(1)
-        for process, name in list(running):
-            if deadline and time.time() > deadline + DEADLINE_GRACE_S and process.poll() is None:
-                process.kill()  # its result file still holds every evaluation it finished
-            if process.poll() is not None:
-                running.remove((process, name))
-                print(f"{name}: exit {process.returncode}", flush=True)
-
-
-def passthrough_dir(passthrough: list[str]) -> str:
-    return passthrough[passthrough.index("--results_dir") + 1] if "--results_dir" in passthrough else RESULTS_DIR
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -180,7 +151,8 @@ def main(argv=None) -> int:
         passthrough = ["--results_dir", cli.results_dir, "--threads", str(cli.threads)]
         passthrough += (["--steps", str(cli.steps)] if cli.steps else []) + (["--checkpoint"] if cli.checkpoint else [])
         passthrough += ["--smoke"] if cli.smoke else []
-        grid(cli.arms, cli.seeds, cli.workers, cli.deadline, passthrough)
+        run_grid(__spec__.name, cli.arms, cli.seeds, workers=cli.workers, log_dir=cli.results_dir,
+                 extra_arguments=passthrough, deadline_seconds=cli.deadline, grace_s=DEADLINE_GRACE_S)
         return 0
     settings = SMOKE if cli.smoke else Settings()
     if cli.steps:

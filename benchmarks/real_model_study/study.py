@@ -25,6 +25,7 @@ from dataclasses import asdict
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks.shared.process_grid import run_grid
 from benchmarks.shared.settings import DAPO_AS_PUBLISHED, REPO_ROOT
 
 from .design import ARMS, GRID_ARMS, HELD_OUT_SEED, LOGGED, RUNS_DIR, SEEDS, SMOKE, STEP0_FILE, TASK_NAME, Settings
@@ -157,29 +158,11 @@ def run(arm: str, seed: int, settings: Settings, runs_dir: str, deadline: float 
 
 def grid(arms: list[str], seeds: list[int], workers: int, deadline_seconds: float | None, passthrough: list[str],
          runs_dir: str) -> None:
-    """Runs every (arm, seed) as its own process, `workers` at a time, seed-major, after the shared step-0
-    evaluation; prints a line as each run ends."""
-    deadline = time.time() + deadline_seconds if deadline_seconds else None
+    """The shared step-0 evaluation, then every (arm, seed) run through `run_grid`."""
     os.makedirs(runs_dir, exist_ok=True)
     subprocess.run([sys.executable, "-m", __spec__.name, "step0", *passthrough], cwd=REPO_ROOT, check=True)
-    jobs = [(arm, seed) for seed in seeds for arm in arms]
-    running: list[tuple[subprocess.Popen, str]] = []
-    while jobs or running:
-        while jobs and len(running) < workers:
-            arm, seed = jobs.pop(0)
-            command = [sys.executable, "-m", __spec__.name, "run", "--arm", arm, "--seed", str(seed), *passthrough,
-                       *(["--deadline_unix", str(deadline)] if deadline else [])]
-            log = open(os.path.join(runs_dir, f"{arm}-seed{seed}.log"), "a")  # noqa: SIM115
-            running.append((subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT),
-                            f"{arm}-seed{seed}"))
-            print(f"{time.strftime('%H:%M:%S')} {arm}-seed{seed}: started", flush=True)
-        time.sleep(2)
-        for process, name in list(running):
-            if deadline and time.time() > deadline + DEADLINE_GRACE_S and process.poll() is None:
-                process.kill()
-            if process.poll() is not None:
-                running.remove((process, name))
-                print(f"{time.strftime('%H:%M:%S')} {name}: exit {process.returncode}", flush=True)
+    run_grid(__spec__.name, arms, seeds, workers=workers, log_dir=runs_dir, extra_arguments=passthrough,
+             deadline_seconds=deadline_seconds, grace_s=DEADLINE_GRACE_S, poll_s=2)
 
 
 def main(argv=None) -> int:
