@@ -218,3 +218,36 @@ def test_report_on_one_seed_says_what_is_pending_instead_of_judging(tmp_path):
                     "Validity: pending (1 complete `dapo` run)"):
         assert pending in text
     assert "non-inferior" not in text and "null result" not in text
+
+
+def test_decide_follows_the_method_outcome_by_outcome(analysis):
+    def runs_with(arms_later: dict, seeds=range(8)) -> dict:
+        return {arm: {seed: full_record(arm, seed, later + 0.001 * seed) for seed in seeds}
+                for arm, later in arms_later.items()}
+
+    seeds = list(range(8))
+    assert analysis.decide(runs_with({"dapo": 0.40, "defaults": 0.40}, seeds=range(7)), seeds) == "pending"
+    assert analysis.decide(runs_with({"dapo": 0.31, "defaults": 0.31}), seeds) == "invalid"
+    assert analysis.decide(runs_with({"dapo": 0.40, "defaults": 0.40}), seeds) == "non_inferior"
+    failing = {"dapo": 0.40, "defaults": 0.33}
+    assert analysis.decide(runs_with(failing), seeds) == "pending_carry_only"
+    assert analysis.decide(runs_with({**failing, "carry_only": 0.39}), seeds) == "carry_only_passes"
+    assert analysis.decide(runs_with({**failing, "carry_only": 0.36}), seeds) == "carry_only_fails"
+    assert set(analysis.DECIDED_DEFAULTS) == {"pending", "invalid", "non_inferior", "pending_carry_only",
+                                              "carry_only_passes", "carry_only_fails"}
+
+
+def test_the_package_defaults_follow_the_studys_decision(analysis):
+    from benchmarks.real_model_study.design import RUNS_DIR, SEEDS
+    from benchmarks.real_model_study.study_report import load_runs
+    from trl_variants.dynamic_sampling.options import resolve_sampling_options
+
+    outcome = analysis.decide(load_runs(RUNS_DIR), list(SEEDS))
+    decided = analysis.DECIDED_DEFAULTS[outcome]
+    if decided is None:
+        pytest.skip(f"the real-model study has not decided the defaults yet ({outcome})")
+    resolved = resolve_sampling_options(dynamic_sampling=True, skip_degenerate_prompts=None, carry_surplus=None,
+                                        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+                                        is_vision_language_model=False)
+    assert {"skip_degenerate_prompts": resolved.skip_degenerate_prompts,
+            "dynamic_sampling_carry_surplus": resolved.carry_surplus} == decided, outcome

@@ -185,3 +185,29 @@ def grpo_flattening(runs: dict) -> tuple[float, Interval]:
     mean = {step: statistics.fmean(accuracy_at(record, step) for record in records) for step in (0, 5, last)}
     share = (mean[last] - mean[5]) / (mean[last] - mean[0]) if mean[last] != mean[0] else math.nan
     return share, t_interval([accuracy_at(record, last) - accuracy_at(record, 10) for record in records])
+
+
+# The outcomes of the method's decision, and the DAPOConfig defaults each sets (None: nothing is decided yet).
+DECIDED_DEFAULTS = {
+    "pending": None,
+    "invalid": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False},
+    "non_inferior": {"skip_degenerate_prompts": True, "dynamic_sampling_carry_surplus": True},
+    "pending_carry_only": None,
+    "carry_only_passes": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": True},
+    "carry_only_fails": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False},
+}
+
+
+def decide(runs: dict, seeds: list[int]) -> str:
+    """The method's decision, one of DECIDED_DEFAULTS' outcomes: nothing before every seed of (a)'s arms is in; the
+    validity check before (a); if (a) fails, the `carry_only` arm on every seed decides which part turns off."""
+    if len(complete_seeds(runs, ARMS_OF_A)) < len(seeds):
+        return "pending"
+    if not validity(runs)[1]:
+        return "invalid"
+    if non_inferiority(runs)[1]:
+        return "non_inferior"
+    carry = paired(runs, "carry_only", "dapo", mean_after_start)
+    if carry.n < len(seeds):
+        return "pending_carry_only"
+    return "carry_only_passes" if carry.low > -MARGIN else "carry_only_fails"

@@ -137,20 +137,19 @@ def validity_lines(runs: dict, interim: bool) -> list[str]:
 
 
 def decision_lines(runs: dict) -> list[str]:
-    complete = analysis.complete_seeds(runs, analysis.ARMS_OF_A)
-    if len(complete) < len(SEEDS):
+    outcome = analysis.decide(runs, SEEDS)
+    if outcome == "pending":
+        complete = analysis.complete_seeds(runs, analysis.ARMS_OF_A)
         return [f"- No decision yet: {len(complete)} of {len(SEEDS)} seeds have both `dapo` and `defaults` complete."]
-    _, valid = analysis.validity(runs)
-    _, non_inferior = analysis.non_inferiority(runs)
-    if not valid:
+    if outcome == "invalid":
         return ["- The validity check fails: the runs learnt too little to judge (a); skipping and carrying default to "
                 "off, with no fallback arm."]
-    if non_inferior:
+    if outcome == "non_inferior":
         return ["- (a) passes and the validity check holds: skipping and carrying stay on by default."]
     carry = analysis.paired(runs, "carry_only", "dapo", analysis.mean_after_start)
-    if carry.n < len(SEEDS):
+    if outcome == "pending_carry_only":
         return [f"- (a) fails: the `carry_only` arm decides which part is off ({carry.n} of {len(SEEDS)} seeds in)."]
-    if carry.low > -analysis.MARGIN:
+    if outcome == "carry_only_passes":
         return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} passes: skipping defaults to off, carrying stays on."]
     return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} fails too: skipping and carrying default to off."]
 

@@ -1,8 +1,9 @@
 """Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
 
 Both `skip_degenerate_prompts` and `dynamic_sampling_carry_surplus` default to `None`, "on wherever it is
-supported": the real-model benchmark (docs/results/real_model_benchmark.md) found that together they reach DAPO's
-held-out accuracy at equal generated tokens without losing per step, so its committed rule turns them on. A default
+supported". On the real model they cut the generation dynamic sampling spends per trained row; whether they cost
+accuracy against DAPO as published is what the real-model study decides (docs/results/real_model_study_method.md,
+a non-inferiority test), and a test holds these defaults to its decision once every seed is in. A default
 must never refuse a run that the explicit setting `False` would train, so where an option cannot work the default
 resolves to off and says why; only an explicit `True` is refused there.
 """
