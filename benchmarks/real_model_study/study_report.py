@@ -255,7 +255,7 @@ def plot(runs: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     for arm in ARMS:
         records = completed(runs, arm)
         if not records:
@@ -267,11 +267,23 @@ def plot(runs: dict, path: str) -> None:
         half = [0 if math.isnan(e.low) else (e.high - e.low) / 2 for e in errors]
         axes[0].errorbar(steps, means, yerr=half, marker="o", capsize=3, label=f"{arm} ({len(records)} seeds)")
         axes[1].plot(tokens, means, marker="o", label=arm)
+    for offset, (arm, other) in zip((-0.3, 0.3), (analysis.ARMS_OF_A, analysis.ARMS_OF_B), strict=True):
+        differences = analysis.per_step_differences(runs, arm, other)
+        if differences:
+            intervals = list(differences.values())
+            half = [0 if math.isnan(e.low) else (e.high - e.low) / 2 for e in intervals]
+            axes[2].errorbar([step + offset for step in differences], [e.mean for e in intervals], yerr=half,
+                             marker="o", linestyle="none", capsize=3, label=f"{arm} - {other} ({intervals[0].n} seeds)")
+    axes[2].axhline(0, color="grey", linewidth=0.8)
+    axes[2].axhline(-analysis.MARGIN, color="red", linestyle="--", linewidth=0.8, label="non-inferiority margin")
     axes[0].set_xlabel("optimizer step")
     axes[1].set_xlabel("generated completion tokens (mean over seeds)")
-    for axis in axes:
+    axes[2].set_xlabel("optimizer step")
+    for axis in axes[:2]:
         axis.set_ylabel("held-out pass rate (300 problems)")
+    axes[2].set_ylabel("paired difference per seed, mean [95% interval]")
     axes[0].legend(fontsize=8)
+    axes[2].legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
