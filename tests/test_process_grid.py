@@ -57,3 +57,23 @@ def test_a_log_is_appended_to_so_a_resumed_run_keeps_its_earlier_output(tmp_path
 def test_workers_below_one_is_refused_by_name():
     with pytest.raises(ValueError, match="run_grid: workers must be at least 1, got 0"):
         run_grid(RUNNER, ["a"], [0], workers=0, log_dir="unused", extra_arguments=[])
+
+
+def test_runs_reported_complete_start_no_process(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    exit_codes = run_grid(RUNNER, ["a", "b"], [0, 1], workers=2, log_dir=str(tmp_path),
+                          extra_arguments=["--journal", str(journal), "--seconds", "0"], poll_s=0.05,
+                          is_complete=lambda arm, seed: (arm, seed) != ("b", 1))
+    assert exit_codes == {"b-seed1": 0}
+    assert [entry["name"] for entry in journal_entries(journal)] == ["b-seed1"]
+
+
+def test_a_result_file_is_complete_only_when_it_says_so(tmp_path):
+    from benchmarks.real_model.real_model_recorder import is_complete, write_result
+
+    path = str(tmp_path / "a-seed0.json")
+    assert not is_complete(path)
+    write_result(path, {"complete": False})
+    assert not is_complete(path)
+    write_result(path, {"complete": True})
+    assert is_complete(path)

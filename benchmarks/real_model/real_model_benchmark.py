@@ -148,11 +148,14 @@ def main(argv=None) -> int:
         return 0
     os.makedirs(cli.results_dir, exist_ok=True)
     if cli.command == "grid":
+        from benchmarks.real_model.real_model_recorder import is_complete
+
         passthrough = ["--results_dir", cli.results_dir, "--threads", str(cli.threads)]
         passthrough += (["--steps", str(cli.steps)] if cli.steps else []) + (["--checkpoint"] if cli.checkpoint else [])
         passthrough += ["--smoke"] if cli.smoke else []
         run_grid(__spec__.name, cli.arms, cli.seeds, workers=cli.workers, log_dir=cli.results_dir,
-                 extra_arguments=passthrough, deadline_seconds=cli.deadline, grace_s=DEADLINE_GRACE_S)
+                 extra_arguments=passthrough, deadline_seconds=cli.deadline, grace_s=DEADLINE_GRACE_S,
+                 is_complete=lambda arm, seed: is_complete(result_path(cli.results_dir, arm, seed)))
         return 0
     settings = SMOKE if cli.smoke else Settings()
     if cli.steps:

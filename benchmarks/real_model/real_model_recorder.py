@@ -41,6 +41,12 @@ def read_result(path: str) -> dict | None:
         return json.load(handle)
 
 
+def is_complete(path: str) -> bool:
+    """Whether the result file at `path` holds a whole run (a grid starts no process for it)."""
+    record = read_result(path)
+    return bool(record and record["complete"])
+
+
 def write_result(path: str, record: dict) -> None:
     # Written under a temporary name and renamed, so a run killed mid-write leaves the previous record whole.
     staging = f"{path}.tmp"

@@ -158,11 +158,14 @@ def run(arm: str, seed: int, settings: Settings, runs_dir: str, deadline: float 
 
 def grid(arms: list[str], seeds: list[int], workers: int, deadline_seconds: float | None, passthrough: list[str],
          runs_dir: str) -> None:
-    """The shared step-0 evaluation, then every (arm, seed) run through `run_grid`."""
+    """The shared step-0 evaluation, then every (arm, seed) run not yet complete through `run_grid`."""
+    from benchmarks.real_model.real_model_recorder import is_complete
+
     os.makedirs(runs_dir, exist_ok=True)
     subprocess.run([sys.executable, "-m", __spec__.name, "step0", *passthrough], cwd=REPO_ROOT, check=True)
     run_grid(__spec__.name, arms, seeds, workers=workers, log_dir=runs_dir, extra_arguments=passthrough,
-             deadline_seconds=deadline_seconds, grace_s=DEADLINE_GRACE_S, poll_s=2)
+             deadline_seconds=deadline_seconds, grace_s=DEADLINE_GRACE_S, poll_s=2,
+             is_complete=lambda arm, seed: is_complete(result_path(runs_dir, arm, seed)))
 
 
 def main(argv=None) -> int:

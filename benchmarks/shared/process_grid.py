@@ -16,14 +16,15 @@ from benchmarks.shared.settings import REPO_ROOT
 
 def run_grid(module: str, arms: list[str], seeds: list[int], *, workers: int, log_dir: str,
              extra_arguments: list[str], deadline_seconds: float | None = None, grace_s: float = 120.0,
-             poll_s: float = 1.0) -> dict[str, int]:
-    """Runs every (arm, seed), `workers` at a time, prints a line as each starts and ends, and returns the exit code
-    of each run by its name (`ARM-seedS`)."""
+             poll_s: float = 1.0, is_complete=None) -> dict[str, int]:
+    """Runs every (arm, seed) for which `is_complete(arm, seed)` is not true (a process would only load to find its
+    result whole), `workers` at a time, prints a line as each starts and ends, and returns the exit code of each run
+    it started by its name (`ARM-seedS`)."""
     if workers < 1:
         raise ValueError(f"run_grid: workers must be at least 1, got {workers}")
     deadline = time.time() + deadline_seconds if deadline_seconds else None
     os.makedirs(log_dir, exist_ok=True)
-    pending = [(arm, seed) for seed in seeds for arm in arms]
+    pending = [(arm, seed) for seed in seeds for arm in arms if not (is_complete and is_complete(arm, seed))]
     running: dict[str, subprocess.Popen] = {}
     exit_codes: dict[str, int] = {}
     while pending or running:
