@@ -77,3 +77,13 @@ def test_a_result_file_is_complete_only_when_it_says_so(tmp_path):
     assert not is_complete(path)
     write_result(path, {"complete": True})
     assert is_complete(path)
+
+
+def test_no_run_starts_too_close_to_the_deadline(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    exit_codes = run_grid(RUNNER, ["a"], [0, 1], workers=1, log_dir=str(tmp_path),
+                          extra_arguments=["--journal", str(journal), "--seconds", "1.5"], poll_s=0.05,
+                          deadline_seconds=3.0, no_start_within_s=2.0)
+    # a-seed0 starts at once; by the time it ends (1.5 s) the deadline is under 2 s away, so a-seed1 never starts.
+    assert exit_codes == {"a-seed0": 0}
+    assert [entry["name"] for entry in journal_entries(journal)] == ["a-seed0"]

@@ -34,6 +34,8 @@ from .task import CANDIDATES, canonical_form
 
 # A run still going this long after the deadline is stopped; its result file keeps every evaluation it finished.
 DEADLINE_GRACE_S = 120
+# No run starts this close to the deadline: its first stretch and checkpoint take 6-10 minutes.
+NO_START_WITHIN_S = 600
 
 
 def result_path(runs_dir: str, arm: str, seed: int) -> str:
@@ -165,7 +167,8 @@ def grid(arms: list[str], seeds: list[int], workers: int, deadline_seconds: floa
     subprocess.run([sys.executable, "-m", __spec__.name, "step0", *passthrough], cwd=REPO_ROOT, check=True)
     run_grid(__spec__.name, arms, seeds, workers=workers, log_dir=runs_dir, extra_arguments=passthrough,
              deadline_seconds=deadline_seconds, grace_s=DEADLINE_GRACE_S, poll_s=2,
-             is_complete=lambda arm, seed: is_complete(result_path(runs_dir, arm, seed)))
+             is_complete=lambda arm, seed: is_complete(result_path(runs_dir, arm, seed)),
+             no_start_within_s=NO_START_WITHIN_S)
 
 
 def main(argv=None) -> int:

@@ -16,10 +16,11 @@ from benchmarks.shared.settings import REPO_ROOT
 
 def run_grid(module: str, arms: list[str], seeds: list[int], *, workers: int, log_dir: str,
              extra_arguments: list[str], deadline_seconds: float | None = None, grace_s: float = 120.0,
-             poll_s: float = 1.0, is_complete=None) -> dict[str, int]:
+             poll_s: float = 1.0, is_complete=None, no_start_within_s: float = 0.0) -> dict[str, int]:
     """Runs every (arm, seed) for which `is_complete(arm, seed)` is not true (a process would only load to find its
     result whole), `workers` at a time, prints a line as each starts and ends, and returns the exit code of each run
-    it started by its name (`ARM-seedS`)."""
+    it started by its name (`ARM-seedS`). With a deadline, no run starts later than `no_start_within_s` before it:
+    such a run could not reach its first checkpoint, so its work would be lost."""
     if workers < 1:
         raise ValueError(f"run_grid: workers must be at least 1, got {workers}")
     deadline = time.time() + deadline_seconds if deadline_seconds else None
@@ -28,6 +29,8 @@ def run_grid(module: str, arms: list[str], seeds: list[int], *, workers: int, lo
     running: dict[str, subprocess.Popen] = {}
     exit_codes: dict[str, int] = {}
     while pending or running:
+        if deadline and time.time() > deadline - no_start_within_s:
+            pending.clear()
         while pending and len(running) < workers:
             arm, seed = pending.pop(0)
             name = f"{arm}-seed{seed}"
