@@ -161,6 +161,17 @@ def test_report_takes_no_decision_until_every_seed_of_the_compared_arms_is_in(tm
     assert "| `defaults` | 3 of 8 | 0, 1, 2 | 0 |" in text
 
 
+def test_report_judges_a_when_dapo_and_defaults_are_in_while_b_waits_for_grpo(tmp_path):
+    from benchmarks.real_model_study.study_report import report
+
+    write_runs(tmp_path, {"dapo": 0.40, "defaults": 0.40})
+    write_runs(tmp_path, {"grpo": 0.35}, seeds=range(7))
+    text = report(str(tmp_path))
+    assert "(a) passes and the validity check holds" in text and "**non-inferior**" in text
+    assert "**holds**" in text
+    assert text.count("(interim: 7 of 8 seeds; judged only when every seed is in)") == 2  # (b) twice
+
+
 def test_report_decides_the_defaults_by_non_inferiority_and_validity(tmp_path):
     from benchmarks.real_model_study.study_report import report
 
