@@ -79,7 +79,7 @@ def test_a_result_file_is_complete_only_when_it_says_so(tmp_path):
     assert is_complete(path)
 
 
-def test_no_run_starts_too_close_to_the_deadline(tmp_path):
+def test_no_run_starts_too_close_to_the_deadline_and_the_grid_says_which(tmp_path, capsys):
     journal = tmp_path / "journal.jsonl"
     exit_codes = run_grid(RUNNER, ["a"], [0, 1], workers=1, log_dir=str(tmp_path),
                           extra_arguments=["--journal", str(journal), "--seconds", "1.5"], poll_s=0.05,
@@ -87,3 +87,4 @@ def test_no_run_starts_too_close_to_the_deadline(tmp_path):
     # a-seed0 starts at once; by the time it ends (1.5 s) the deadline is under 2 s away, so a-seed1 never starts.
     assert exit_codes == {"a-seed0": 0}
     assert [entry["name"] for entry in journal_entries(journal)] == ["a-seed0"]
+    assert "not started, the deadline is under 2 s away: a-seed1" in capsys.readouterr().out

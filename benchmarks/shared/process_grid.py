@@ -29,7 +29,10 @@ def run_grid(module: str, arms: list[str], seeds: list[int], *, workers: int, lo
     running: dict[str, subprocess.Popen] = {}
     exit_codes: dict[str, int] = {}
     while pending or running:
-        if deadline and time.time() > deadline - no_start_within_s:
+        if pending and deadline and time.time() > deadline - no_start_within_s:
+            names = ", ".join(f"{arm}-seed{seed}" for arm, seed in pending)
+            print(f"{time.strftime('%H:%M:%S')} not started, the deadline is under {no_start_within_s:.0f} s away: "
+                  f"{names}", flush=True)
             pending.clear()
         while pending and len(running) < workers:
             arm, seed = pending.pop(0)
