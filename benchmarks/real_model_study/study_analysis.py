@@ -192,7 +192,8 @@ DECIDED_DEFAULTS = {
     "pending": None,
     "invalid": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False},
     "non_inferior": {"skip_degenerate_prompts": True, "dynamic_sampling_carry_surplus": True},
-    "pending_carry_only": None,
+    # Both outcomes of the fallback turn skipping off, so a failed (a) settles skipping before `carry_only` is in.
+    "pending_carry_only": {"skip_degenerate_prompts": False},
     "carry_only_passes": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": True},
     "carry_only_fails": {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False},
 }

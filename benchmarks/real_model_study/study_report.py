@@ -155,7 +155,8 @@ def decision_lines(runs: dict) -> list[str]:
         return ["- (a) passes and the validity check holds: skipping and carrying stay on by default."]
     carry = analysis.paired(runs, "carry_only", "dapo", analysis.mean_after_start)
     if outcome == "pending_carry_only":
-        return [f"- (a) fails: the `carry_only` arm decides which part is off ({carry.n} of {len(SEEDS)} seeds in)."]
+        return [f"- (a) fails: skipping defaults to off (both outcomes of the fallback turn it off); the `carry_only` "
+                f"arm decides carrying, on until then ({carry.n} of {len(SEEDS)} seeds in)."]
     if outcome == "carry_only_passes":
         return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} passes: skipping defaults to off, carrying stays on."]
     return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} fails too: skipping and carrying default to off."]
