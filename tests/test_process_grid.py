@@ -88,3 +88,15 @@ def test_no_run_starts_too_close_to_the_deadline_and_the_grid_says_which(tmp_pat
     assert exit_codes == {"a-seed0": 0}
     assert [entry["name"] for entry in journal_entries(journal)] == ["a-seed0"]
     assert "not started, the deadline is under 2 s away: a-seed1" in capsys.readouterr().out
+
+
+def test_a_run_judges_its_deadline_by_the_slowest_stretch_so_far():
+    from benchmarks.real_model.real_model_recorder import slowest_stretch_seconds
+
+    # Five slow steps then five fast ones: the last stretch alone would promise 5 s where 25 s were once needed.
+    assert slowest_stretch_seconds([1.0] * 5 + [5.0] * 5 + [1.0] * 5, steps_per_stretch=5) == 25.0
+    assert slowest_stretch_seconds([2.0, 4.0], steps_per_stretch=5) == 15.0  # fewer steps than a stretch: scaled up
+    with pytest.raises(ValueError, match="step_seconds is empty"):
+        slowest_stretch_seconds([], steps_per_stretch=5)
+    with pytest.raises(ValueError, match="steps_per_stretch must be at least 1, got 0"):
+        slowest_stretch_seconds([1.0], steps_per_stretch=0)

@@ -60,11 +60,26 @@ def latest_checkpoint(output_dir: str) -> str | None:
     return max(checkpoints, key=lambda path: int(path.rsplit("-", 1)[1])) if checkpoints else None
 
 
+def slowest_stretch_seconds(step_seconds: list[float], steps_per_stretch: int) -> float:
+    """The longest that `steps_per_stretch` consecutive steps have taken so far (scaled up while fewer have run).
+
+    The slowest stretch rather than the last: dynamic sampling's stretches differ by a factor of two or more as the
+    share of degenerate groups changes, and a stretch that runs past the deadline is killed with its steps lost."""
+    if not step_seconds:
+        raise ValueError("slowest_stretch_seconds needs at least one step's time; step_seconds is empty.")
+    if steps_per_stretch < 1:
+        raise ValueError(f"steps_per_stretch must be at least 1, got {steps_per_stretch}.")
+    windows = [step_seconds[start : start + steps_per_stretch]
+               for start in range(max(1, len(step_seconds) - steps_per_stretch + 1))]
+    return max(sum(window) / len(window) for window in windows) * steps_per_stretch
+
+
 class Recorder(TrainerCallback):
     """Evaluates before the first step, every `settings.eval_every` steps and after the last; records generated
     tokens and groups (from the `OutcomeProbe` inside the reward), training seconds and chosen logged metrics.
 
-    With `deadline` (a Unix time), training stops at an evaluation when the next evaluation would end after it.
+    With `deadline` (a Unix time), training stops at an evaluation when the next evaluation would end after it,
+    judged by the slowest stretch of steps so far.
     With `previous`, `(record, checkpoint step)` of an interrupted run resumed from a checkpoint, the series continue
     from that step.
     """
@@ -120,9 +135,8 @@ class Recorder(TrainerCallback):
     def _past_deadline(self) -> bool:
         if self.deadline is None:
             return False
-        steps = self.record["step_seconds"][-self.settings.eval_every :]
-        stretch = sum(steps) / len(steps) * self.settings.eval_every + self.record["eval_seconds"]
-        return time.time() + stretch > self.deadline
+        stretch = slowest_stretch_seconds(self.record["step_seconds"], self.settings.eval_every)
+        return time.time() + stretch + self.record["eval_seconds"] > self.deadline
 
     def _measure(self, index: int, model):
         """The `index`-th evaluation of `model`; a subclass may take it from elsewhere."""
