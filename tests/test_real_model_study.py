@@ -1,5 +1,6 @@
 """The real-model study's pure pieces: the canonical form that deduplicates reorderings, the selection of distinct
-problems, the task's problem space, the pilot's choice rule, and the power calculation's formulas."""
+problems, the task's problem space, the pilot's choice rule, the power calculation's formulas, and
+what each arm sets."""
 
 import math
 
@@ -140,3 +141,20 @@ def test_choose_design_takes_the_smallest_margin_among_eligible(study):
     assert power.choose_design(rows) is rows[3]
     with pytest.raises(ValueError, match="no design affords 5 seeds"):
         power.choose_design(rows[:2])
+
+
+def test_each_arm_names_its_sampling_options_so_a_change_of_defaults_cannot_change_an_arm(tmp_path):
+    from trl import GRPOTrainer
+
+    from benchmarks.real_model_study.study import arm_trainer_and_config
+    from trl_variants import DAPOTrainer
+
+    shared = {"per_device_train_batch_size": 16, "num_generations": 8, "use_cpu": True, "report_to": []}
+    expected = {"dapo": (False, False), "defaults": (True, True), "carry_only": (False, True)}
+    for arm, (skip, carry) in expected.items():
+        trainer_class, config = arm_trainer_and_config(arm, str(tmp_path), shared)
+        assert trainer_class is DAPOTrainer
+        assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (skip, carry), arm
+    assert arm_trainer_and_config("grpo", str(tmp_path), shared)[0] is GRPOTrainer
+    with pytest.raises(ValueError, match="--arm 'naive' is not an arm of the study"):
+        arm_trainer_and_config("naive", str(tmp_path), shared)

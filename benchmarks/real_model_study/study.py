@@ -52,7 +52,10 @@ def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
     if arm == "dapo":
         return DAPOTrainer, DAPOConfig(output_dir, **DAPO_AS_PUBLISHED, **shared)
     if arm == "defaults":
-        return DAPOTrainer, DAPOConfig(output_dir, **shared)
+        # By name, not by leaving them unset: the arm is what the package's defaults were when the study was designed,
+        # and the study's own decision may change those defaults.
+        return DAPOTrainer, DAPOConfig(output_dir, skip_degenerate_prompts=True, dynamic_sampling_carry_surplus=True,
+                                       **shared)
     if arm == "carry_only":
         return DAPOTrainer, DAPOConfig(output_dir, skip_degenerate_prompts=False, dynamic_sampling_carry_surplus=True,
                                        **shared)
