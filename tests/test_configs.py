@@ -188,7 +188,9 @@ def test_wrong_field_type_names_field_value_and_types(config_class, field, value
         ("overlong_penalty_factor", "1", "a number (int or float)"),
         ("dynamic_sampling", "no", "a bool (True or False)"),
         ("dynamic_sampling_max_rounds", 2.0, "an integer"),
-        ("skip_degenerate_prompts", 1, "a bool (True or False) or None"),
+        ("skip_degenerate_prompts", 1, "a bool (True or False)"),
+        ("skip_degenerate_prompts", None, "a bool (True or False)"),
+        ("dynamic_sampling_carry_surplus", 1, "a bool (True or False) or None"),
     ],
 )
 def test_wrong_dapo_field_type_is_rejected(field, value, expected, tmp_path):
@@ -208,11 +210,10 @@ def test_skip_predictor_and_memory_are_checked_when_skipping(tmp_path):
             skip_degenerate_prompts=True, skip_predictor="beta")  # fmt: skip
     rejects(DAPOConfig, tmp_path, r"skip_memory_epochs=0 is not allowed; expected > 0",
             skip_degenerate_prompts=True, skip_memory_epochs=0)  # fmt: skip
-    # Under the default (None: skipping on with dynamic sampling) the predictor is checked too.
-    rejects(DAPOConfig, tmp_path, r"skip_predictor='beta' is not allowed", skip_predictor="beta")
-    build(DAPOConfig, tmp_path, skip_degenerate_prompts=False, skip_predictor="beta")
+    # Without skipping (the default) the predictor's settings are not used, so they are not checked.
+    build(DAPOConfig, tmp_path, skip_predictor="beta")
     build(DAPOConfig, tmp_path, dynamic_sampling=False, skip_predictor="beta")
     config = build(DAPOConfig, tmp_path)
-    # Both on wherever supported (resolved by the trainer); the posterior is the predictor.
-    assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (None, None)
+    # Skipping off, as the real-model study decided; carrying on wherever supported (resolved by the trainer).
+    assert (config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus) == (False, None)
     assert (config.skip_predictor, config.skip_memory_epochs) == ("posterior", 1.0)

@@ -250,17 +250,20 @@ def test_decide_follows_the_method_outcome_by_outcome(analysis):
                                               "carry_only_passes", "carry_only_fails"}
 
 
-def test_the_package_defaults_follow_the_studys_decision(analysis):
+def test_the_package_defaults_follow_the_studys_decision(analysis, tmp_path):
     from benchmarks.real_model_study.design import RUNS_DIR, SEEDS
     from benchmarks.real_model_study.study_report import load_runs
+    from trl_variants import DAPOConfig
     from trl_variants.dynamic_sampling.options import resolve_sampling_options
 
     outcome = analysis.decide(load_runs(RUNS_DIR), list(SEEDS))
     decided = analysis.DECIDED_DEFAULTS[outcome]
     if decided is None:
         pytest.skip(f"the real-model study has not decided the defaults yet ({outcome})")
-    resolved = resolve_sampling_options(dynamic_sampling=True, skip_degenerate_prompts=None, carry_surplus=None,
-                                        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+    config = DAPOConfig(str(tmp_path), use_cpu=True, report_to=[])  # every sampling option at its default
+    resolved = resolve_sampling_options(config.dynamic_sampling, config.skip_degenerate_prompts,
+                                        config.dynamic_sampling_carry_surplus, config.gradient_accumulation_steps,
+                                        config.steps_per_generation, config.num_iterations,
                                         is_vision_language_model=False)
     defaults = {"skip_degenerate_prompts": resolved.skip_degenerate_prompts,
                 "dynamic_sampling_carry_surplus": resolved.carry_surplus}

@@ -31,10 +31,11 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls,
       environment episodes and images as `GRPOTrainer` has them and refill prompts from map-style or streaming
       datasets; see `trl_variants.dynamic_sampling.trainer`.
-    - Prompt skipping and carrying (`skip_degenerate_prompts`, `dynamic_sampling_carry_surplus`, on by default
-      wherever supported): prompts whose history predicts a degenerate group are skipped before generation and
-      replaced by refill prompts (`trl_variants.dynamic_sampling.skipping`); informative groups beyond the batch
-      are trained in the next one (`trl_variants.dynamic_sampling.carry`). Both `False` is DAPO as published.
+    - Prompt skipping (`skip_degenerate_prompts`, off by default) and carrying (`dynamic_sampling_carry_surplus`,
+      on by default wherever supported): prompts whose history predicts a degenerate group are skipped before
+      generation and replaced by refill prompts (`trl_variants.dynamic_sampling.skipping`); informative groups
+      beyond the batch are trained in the next one (`trl_variants.dynamic_sampling.carry`). Both off is DAPO as
+      published.
     - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state
       (with the per-prompt history when skipping).
     - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops

@@ -1,11 +1,11 @@
 """Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
 
-Both `skip_degenerate_prompts` and `dynamic_sampling_carry_surplus` default to `None`, "on wherever it is
-supported". On the real model they cut the generation dynamic sampling spends per trained row; whether they cost
-accuracy against DAPO as published is what the real-model study decides (docs/results/real_model_study_method.md,
-a non-inferiority test), and a test holds these defaults to its decision once every seed is in. A default
-must never refuse a run that the explicit setting `False` would train, so where an option cannot work the default
-resolves to off and says why; only an explicit `True` is refused there.
+The real-model study (docs/results/real_model_study_method.md, a non-inferiority test against DAPO as published)
+decides both defaults, and a test holds them to its decision. Skipping with carrying was not shown non-inferior,
+so `skip_degenerate_prompts` defaults to `False`; `dynamic_sampling_carry_surplus` defaults to `None`, "on wherever
+it is supported", until the study's `carry_only` arm decides it. A default must never refuse a run that the
+explicit setting `False` would train, so where carrying cannot work the default resolves to off and says why; only
+an explicit `True` is refused there.
 """
 
 from dataclasses import dataclass
@@ -28,20 +28,20 @@ class SamplingOptions:
 
 def resolve_sampling_options(
     dynamic_sampling: bool,
-    skip_degenerate_prompts: bool | None,
+    skip_degenerate_prompts: bool,
     carry_surplus: bool | None,
     gradient_accumulation_steps: int,
     steps_per_generation: int,
     num_iterations: int,
     is_vision_language_model: bool,
 ) -> SamplingOptions:
-    """Resolves the two `None` defaults; raises `ValueError` for an explicit `True` that cannot work.
+    """Resolves carrying's `None` default; raises `ValueError` for an explicit `True` that cannot work.
 
     Without dynamic sampling both options are off (an explicit `True` for skipping is refused by `DAPOConfig`).
     """
     if not dynamic_sampling:
         return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
-    skip = True if skip_degenerate_prompts is None else skip_degenerate_prompts
+    skip = skip_degenerate_prompts
     problem = carry_alignment_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
     if problem is None and is_vision_language_model:
         problem = CARRY_VLM_PROBLEM

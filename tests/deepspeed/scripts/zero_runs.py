@@ -7,7 +7,8 @@ step generated, decided and trained (tests/dynamic_sampling/scripts/step_records
 
 Runs, one after the other in the same process group, from the same warm-started policy:
 
-- "defaults": `DAPOTrainer` at its defaults (dynamic sampling, prompt skipping, carrying) with a reward under which
+- "defaults": `DAPOTrainer` at its defaults (dynamic sampling, carrying) with prompt skipping turned on, as in every
+  run but "published" and "dr_grpo", under a reward with which
   half the prompts' groups are degenerate, so that prompts are skipped and surplus groups carried; five steps,
   saving at steps 2 and 4;
 - "resumed": "defaults" resumed from its step-2 checkpoint (groups are carried into step 3);
@@ -107,6 +108,8 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
     trainer_class, config_class, rewards = DAPOTrainer, DAPOConfig, [HalfDegenerateReward(NUM_GENERATIONS)]
     settings = dict(per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS, max_steps=STEPS)
     kwargs, resume_from, output_name = {}, None, name
+    if name != "published":
+        settings.update(skip_degenerate_prompts=True)
     if name in ("defaults", "resumed"):
         settings.update(max_steps=RESUME_STEPS, save_strategy="steps", save_steps=SAVE_STEPS)
     if name == "resumed":
@@ -116,6 +119,7 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
         settings.update(DAPO_AS_PUBLISHED)
     elif name == "dr_grpo":
         trainer_class, config_class = DrGRPOTrainer, DrGRPOConfig
+        settings.pop("skip_degenerate_prompts")
     elif name == "reward_model":
         rewards.append(str(out_dir / REWARD_MODEL))
     elif name == "lora":

@@ -7,7 +7,7 @@ Runs follow each other in the same process group, as DAPO is published (no promp
 said otherwise: one with a reward that makes about half the groups degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
 history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
-refill from, tool calling in an environment at the package's defaults (skipping and carrying on), and the first
+refill from, tool calling in an environment with skipping and carrying on, and the first
 again with six rows per process, so that the dataloader's groups straddle the
 processes. Each rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
@@ -165,6 +165,7 @@ def run_environment(out_dir: Path) -> None:
         DAPOConfig, out_dir / "environment", per_device_train_batch_size=4, num_generations=NUM_GENERATIONS,
         max_steps=2, max_completion_length=112, max_tool_calling_iterations=1, shuffle_dataset=False,
         generation_kwargs={"sequence_bias": bias}, dynamic_sampling_max_rounds=MAX_ROUNDS,
+        skip_degenerate_prompts=True,
     )  # fmt: skip
     trainer = DAPOTrainer(
         model, [make_episode_reward(scored)], args=config, train_dataset=dataset, processing_class=tokenizer,
