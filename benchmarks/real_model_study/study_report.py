@@ -89,7 +89,9 @@ def comparison_a(runs: dict, interim: bool) -> list[str]:
     lines = [f"- (a) `defaults` - `dapo`, mean over the evaluations after step 0: {interval.text(3)} over "
              f"{interval.n} seeds; margin -{analysis.MARGIN}: lower end "
              + (f"{interval.low:.3f} {interim_note(interval.n)}." if interim else
-                "above it, **non-inferior**." if non_inferior else "not above it, **non-inferiority not shown**.")]
+                # Four decimals once decided: a lower end that misses the margin by less than 0.001 must show it.
+                f"{interval.low:.4f}, above it, **non-inferior**." if non_inferior else
+                f"{interval.low:.4f}, not above it, **non-inferiority not shown**.")]
     lines.append("  Per step (reported, not deciding): " + "; ".join(f"step {step} {value.text(3)}"
                                                                      for step, value in per_step.items()) + ".")
     return lines
