@@ -403,3 +403,27 @@ def test_index_describes_the_demo_task_as_it_is():
     page = normalised((REPO / "docs" / "index.md").read_text(encoding="utf-8"))
     assert DEMO_TASK["max_operand"] >= 10 and "two-digit" in page
     assert "one-digit addition prompts and" not in page
+
+
+STUDY_INTERVAL = re.compile(r"\+?(-?\d+\.\d+) \[(-?\d+\.\d+), (-?\d+\.\d+)\]")
+STUDY_PASSAGES = {  # (file, start, end) of each passage that quotes the real-model study
+    "README.md": ("What our evidence shows", "On the toy task"),
+    "docs/dynamic_sampling.md": ("### On a real model", "An earlier 20-step benchmark"),
+    "docs/benchmarks.md": ("**The study that replaced it**", "Curves and a table"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STUDY_PASSAGES))
+def test_real_model_study_figures_quoted_in_the_docs_are_the_reports(name):
+    """Every interval a passage quotes from the study is in the regenerated report, so a figure cannot outlive a run."""
+    report = normalised((REPO / "docs" / "results" / "real_model_study.md").read_text(encoding="utf-8"))
+    start, end = STUDY_PASSAGES[name]
+    page = normalised((REPO / name).read_text(encoding="utf-8"))
+    passage = page.split(normalised(start), 1)[1].split(normalised(end), 1)[0]
+    quoted = STUDY_INTERVAL.findall(passage)
+    assert len(quoted) >= 3, f"{name}: the study passage quotes no intervals; has it moved?"
+    for value, low, high in quoted:
+        assert f"{value} [{low}, {high}]" in report, f"{name} quotes {value} [{low}, {high}], which the report lacks"
+    # The decision's lower end, to four decimals, wherever the passage names it.
+    for lower_end in re.findall(r"-0\.\d{4}\b", passage):
+        assert f"lower end {lower_end}" in report, lower_end
