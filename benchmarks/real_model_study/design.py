@@ -13,7 +13,7 @@ SEEDS = tuple(range(8))
 ARMS = {
     "grpo": "GRPO (`GRPOTrainer`, TRL's defaults)",
     "dapo": "DAPO as published (`DAPOTrainer`, skipping and carrying off)",
-    "defaults": "DAPO defaults (`DAPOTrainer`, skipping and carrying on)",
+    "defaults": "the defaults when the study was designed (`DAPOTrainer`, skipping and carrying on)",
     "carry_only": "DAPO + carrying, no skipping (the fallback arm)",
 }
 LOGGED = ("reward", "completions/mean_length", "completions/clipped_ratio", "frac_reward_zero_std",
