@@ -8,9 +8,10 @@ Each arm trains a SmolLM2-360M-shaped Llama with random weights (`--tiny`: a 2-l
 prompts scored by a synthetic correctness reward (workload.py): each prompt has a fixed pass probability (a quarter
 never right, 15 % always, the rest in between) and a completion is right when a hash of its tokens falls below it,
 so about half the groups are degenerate whatever the random policy writes. Arms: `grpo` (TRL's `GRPOTrainer`),
-`dapo_as_published` (dynamic sampling without skipping or carrying), `dapo_defaults`, `dr_grpo`, and
-`dapo_defaults_batch_calls` (the defaults with `max_rows_per_generate_call` set to one generation batch, the call
-size dynamic sampling used before a round went to `generate` in one call).
+`dapo_as_published` (dynamic sampling without skipping or carrying), `dapo_defaults` (`DAPOTrainer` as the package
+ships it, whatever its defaults are: since commit 298ec04 dynamic sampling with carrying and without prompt
+skipping), `dr_grpo`, and `dapo_defaults_batch_calls` (the defaults with `max_rows_per_generate_call` set to one
+generation batch, the call size dynamic sampling used before a round went to `generate` in one call).
 
 Per arm, over the steps after `--warmup-steps`: seconds per optimizer step, completions generated and informative
 rows (trained rows of groups whose rewards differ) per step, seconds per informative row and its ratio to `grpo`,
@@ -52,7 +53,7 @@ ARMS = {
     "grpo": ("GRPOTrainer", GRPOTrainer, GRPOConfig, {}),
     "dapo_as_published": ("DAPOTrainer, DAPO as published", DAPOTrainer, DAPOConfig,
                           {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False}),
-    "dapo_defaults": ("DAPOTrainer defaults (skipping + carrying)", DAPOTrainer, DAPOConfig, {}),
+    "dapo_defaults": ("DAPOTrainer defaults (carrying; skipping off)", DAPOTrainer, DAPOConfig, {}),
     "dr_grpo": ("DrGRPOTrainer", DrGRPOTrainer, DrGRPOConfig, {}),
     "dapo_defaults_batch_calls": ("DAPOTrainer defaults, generate calls of one generation batch", DAPOTrainer,
                                   DAPOConfig, {"max_rows_per_generate_call": BATCH_CALLS}),
