@@ -333,13 +333,13 @@ def test_any_optional_recipe_key_can_be_unset_from_the_command_line(toy_files, t
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ([], (None, None)),
+        ([], (False, None)),
         (["--skip_degenerate_prompts", "--dynamic_sampling_carry_surplus"], (True, True)),
         (["--skip_degenerate_prompts", "false", "--dynamic_sampling_carry_surplus=False"], (False, False)),
         (["--skip_degenerate_prompts", "true", "--dynamic_sampling_carry_surplus", "none"], (True, None)),
     ],
 )
-def test_on_where_supported_options_take_a_bare_flag_a_bool_or_none(toy_files, tmp_path, flags, expected):
+def test_sampling_options_take_a_bare_flag_or_a_bool_and_carrying_also_none(toy_files, tmp_path, flags, expected):
     argv = [*toy_flags(toy_files, tmp_path), "--reward_funcs", "dapo_accuracy", *flags]
     args = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS).training_args
     assert (args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus) == expected

@@ -1,5 +1,6 @@
-"""Resolving `skip_degenerate_prompts` and `dynamic_sampling_carry_surplus`: `None` (the default) means on
-wherever supported and never refuses a run; an explicit `True` is refused where it cannot work."""
+"""Resolving `skip_degenerate_prompts` (a plain bool, off by default) and `dynamic_sampling_carry_surplus`, whose
+`None` default means on wherever supported and never refuses a run; an explicit `True` is refused where it cannot
+work."""
 
 import pytest
 
@@ -9,12 +10,12 @@ ALIGNED = {"gradient_accumulation_steps": 4, "steps_per_generation": 2, "num_ite
 MISALIGNED = {"gradient_accumulation_steps": 2, "steps_per_generation": 4, "num_iterations": 1}
 
 
-def resolve(skip=None, carry=None, dynamic_sampling=True, vlm=False, layout=ALIGNED):
+def resolve(skip=False, carry=None, dynamic_sampling=True, vlm=False, layout=ALIGNED):
     return resolve_sampling_options(dynamic_sampling, skip, carry, **layout, is_vision_language_model=vlm)
 
 
-def test_defaults_turn_both_on_where_supported():
-    assert resolve() == SamplingOptions(skip_degenerate_prompts=True, carry_surplus=True, carry_off_reason=None)
+def test_defaults_carry_where_supported_and_do_not_skip():
+    assert resolve() == SamplingOptions(skip_degenerate_prompts=False, carry_surplus=True, carry_off_reason=None)
 
 
 @pytest.mark.parametrize(
@@ -26,8 +27,8 @@ def test_defaults_turn_both_on_where_supported():
     ],
 )  # fmt: skip
 def test_default_carrying_turns_off_where_unsupported_and_says_why(kwargs, reason):
-    options = resolve(**kwargs)
-    assert options.skip_degenerate_prompts and not options.carry_surplus
+    options = resolve(skip=True, **kwargs)
+    assert options.skip_degenerate_prompts and not options.carry_surplus  # skipping does not depend on carrying
     assert options.carry_off_reason.startswith(reason)
 
 
@@ -35,7 +36,7 @@ def test_default_carrying_turns_off_where_unsupported_and_says_why(kwargs, reaso
 def test_explicit_carrying_is_refused_where_unsupported(kwargs):
     with pytest.raises(ValueError, match=r"^dynamic_sampling_carry_surplus=True is not allowed: "):
         resolve(carry=True, **kwargs)
-    assert resolve(carry=False, **kwargs) == SamplingOptions(True, False)
+    assert resolve(carry=False, **kwargs) == SamplingOptions(False, False)
 
 
 def test_explicit_settings_are_kept():

@@ -193,7 +193,7 @@ def test_bad_skipping_settings_are_refused_naming_the_field(tmp_path, overrides,
 
 def test_skipping_defaults(tmp_path):
     config = DAPOConfig(str(tmp_path), use_cpu=True)
-    assert config.skip_degenerate_prompts is None  # on whenever dynamic sampling is
+    assert config.skip_degenerate_prompts is False  # off, as the real-model study decided
     assert (config.skip_target_degenerate_share, config.skip_probability_step) == (0.25, 0.01)
     assert config.skip_min_explore_probability == 0.01
 

@@ -502,7 +502,7 @@ def test_carrying_is_refused_for_vision_language_models(task, tmp_path):
 
 def test_default_carrying_turns_off_for_vision_language_models_and_says_why(task, tmp_path, caplog):
     """The default (None) never refuses a run: for a VLM it trains without carrying and names the reason."""
-    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path), task)
+    trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, skip_degenerate_prompts=True), task)
     assert trainer._options.carry_surplus and trainer._options.skip_degenerate_prompts
     trainer._is_vlm = True
     with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.trainer"):
