@@ -276,7 +276,6 @@ class DAPOConfig(GRPOConfig):
                 self.skip_degenerate_prompts,
                 "False when dynamic_sampling=False (skipping uses dynamic sampling's rounds and degeneracy metric)",
             )
-        if self.dynamic_sampling and self.skip_degenerate_prompts:
             require(
                 self.skip_predictor in ("posterior", "streak"),
                 "skip_predictor",
