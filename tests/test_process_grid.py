@@ -100,3 +100,13 @@ def test_a_run_judges_its_deadline_by_the_slowest_stretch_so_far():
         slowest_stretch_seconds([], steps_per_stretch=5)
     with pytest.raises(ValueError, match="steps_per_stretch must be at least 1, got 0"):
         slowest_stretch_seconds([1.0], steps_per_stretch=0)
+
+
+def test_a_run_does_not_start_a_stretch_whose_estimate_ends_just_before_its_deadline():
+    from benchmarks.real_model.real_model_recorder import DEADLINE_MARGIN, would_end_past
+
+    # 100 s of estimated work, 110 s before the deadline: the estimate fits, but with no room for a slower stretch.
+    assert would_end_past(deadline=1110.0, now=1000.0, estimated_seconds=100.0)
+    assert not would_end_past(deadline=1000.0 + DEADLINE_MARGIN * 100.0 + 1.0, now=1000.0, estimated_seconds=100.0)
+    with pytest.raises(ValueError, match="estimated_seconds must be at least 0, got -1"):
+        would_end_past(deadline=0.0, now=0.0, estimated_seconds=-1.0)

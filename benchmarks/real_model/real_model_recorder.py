@@ -20,6 +20,8 @@ from trl_variants.real.evaluation import sampled_pass_rate
 # Every arm evaluates with the same generator seed at the same evaluation index, so sampling noise is shared between
 # arms at a given point (common random numbers) and their paired differences are less noisy.
 EVAL_SEED_BASE = 10_000
+# How much longer than its estimate a stretch of steps and its evaluation may take before the deadline is at risk.
+DEADLINE_MARGIN = 1.25
 # One value per evaluation.
 EVAL_SERIES = ("eval_steps", "accuracy", "always_right", "always_wrong", "eval_mean_length", "eval_truncated",
                "eval_tokens", "eval_completions", "train_seconds", "train_cpu_seconds", "eval_per_prompt")
@@ -72,6 +74,17 @@ def slowest_stretch_seconds(step_seconds: list[float], steps_per_stretch: int) -
     windows = [step_seconds[start : start + steps_per_stretch]
                for start in range(max(1, len(step_seconds) - steps_per_stretch + 1))]
     return max(sum(window) / len(window) for window in windows) * steps_per_stretch
+
+
+def would_end_past(deadline: float, now: float, estimated_seconds: float) -> bool:
+    """Whether work estimated at `estimated_seconds`, started `now`, could end after `deadline`.
+
+    The estimate is scaled by `DEADLINE_MARGIN`: the next stretch can be slower than any so far (another process
+    starts on the same cores), and a run whose estimate ends just before the deadline would otherwise depend on the
+    grid's short grace period to finish its evaluation."""
+    if estimated_seconds < 0:
+        raise ValueError(f"estimated_seconds must be at least 0, got {estimated_seconds}.")
+    return now + DEADLINE_MARGIN * estimated_seconds > deadline
 
 
 class Recorder(TrainerCallback):
@@ -136,7 +149,7 @@ class Recorder(TrainerCallback):
         if self.deadline is None:
             return False
         stretch = slowest_stretch_seconds(self.record["step_seconds"], self.settings.eval_every)
-        return time.time() + stretch + self.record["eval_seconds"] > self.deadline
+        return would_end_past(self.deadline, time.time(), stretch + self.record["eval_seconds"])
 
     def _measure(self, index: int, model):
         """The `index`-th evaluation of `model`; a subclass may take it from elsewhere."""
