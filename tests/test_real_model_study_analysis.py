@@ -190,7 +190,11 @@ def test_report_turns_skipping_off_when_carry_only_passes_and_the_defaults_fail(
     write_runs(tmp_path, {"grpo": 0.35, "dapo": 0.40, "defaults": 0.33})
     assert "(a) fails: skipping defaults to off" in report(str(tmp_path))
     write_runs(tmp_path, {"carry_only": 0.40})
-    assert "skipping defaults to off, carrying stays on" in report(str(tmp_path))
+    text = report(str(tmp_path))
+    assert "**passes**: skipping defaults to off, carrying stays on" in text
+    assert "`carry_only` - `dapo` (reported, not deciding)" in text
+    write_runs(tmp_path, {"carry_only": 0.33})
+    assert "**fails** too: skipping and carrying default to off" in report(str(tmp_path))
     write_runs(tmp_path, {"dapo": 0.31, "defaults": 0.31})  # gains of 0.06-0.07: too little learnt
     assert "The validity check fails" in report(str(tmp_path))
 

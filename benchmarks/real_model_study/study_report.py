@@ -159,9 +159,17 @@ def decision_lines(runs: dict) -> list[str]:
     if outcome == "pending_carry_only":
         return [f"- (a) fails: skipping defaults to off (both outcomes of the fallback turn it off); the `carry_only` "
                 f"arm decides carrying, on until then ({carry.n} of {len(SEEDS)} seeds in)."]
-    if outcome == "carry_only_passes":
-        return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} passes: skipping defaults to off, carrying stays on."]
-    return [f"- (a) fails; `carry_only` - `dapo` {carry.text(3)} fails too: skipping and carrying default to off."]
+    passes = outcome == "carry_only_passes"
+    per_step = analysis.per_step_differences(runs, "carry_only", "dapo")
+    generation = analysis.paired(runs, "carry_only", "dapo", analysis.generation_per_informative_row)
+    return [f"- (a) fails; `carry_only` - `dapo`, the same summary and margin: {carry.text(3)} over {carry.n} seeds, "
+            f"lower end {carry.low:.4f}, " + ("above it, **passes**: skipping defaults to off, carrying stays on."
+                                              if passes else "not above it, **fails** too: skipping and carrying "
+                                              "default to off."),
+            "  Per step (reported, not deciding): " + "; ".join(f"step {step} {value.text(3)}"
+                                                               for step, value in per_step.items()) + ".",
+            f"- (c) generated completions per informative trained row, `carry_only` - `dapo` (reported, not deciding): "
+            f"{generation.text(2)} over {generation.n} seeds."]
 
 
 def activity_table(runs: dict) -> tuple[list[str], str]:
