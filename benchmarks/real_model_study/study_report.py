@@ -267,6 +267,11 @@ def provenance(runs: dict) -> str:
             f"`python -m benchmarks.real_model_study.study report` from `{os.path.relpath(RUNS_DIR, REPO_ROOT)}`.")
 
 
+def arm_color(arm: str) -> str:
+    """An arm keeps its colour in every panel; a difference takes the colour of the arm it measures."""
+    return f"C{list(ARMS).index(arm)}"
+
+
 def plot(runs: dict, path: str) -> None:
     import matplotlib
 
@@ -283,15 +288,19 @@ def plot(runs: dict, path: str) -> None:
         tokens = [statistics.fmean(record["eval_tokens"][i] for record in records) for i in range(len(steps))]
         errors = [t_interval(analysis.accuracy_at(record, step) for record in records) for step in steps]
         half = [0 if math.isnan(e.low) else (e.high - e.low) / 2 for e in errors]
-        axes[0].errorbar(steps, means, yerr=half, marker="o", capsize=3, label=f"{arm} ({len(records)} seeds)")
-        axes[1].plot(tokens, means, marker="o", label=arm)
-    for offset, (arm, other) in zip((-0.3, 0.3), (analysis.ARMS_OF_A, analysis.ARMS_OF_B), strict=True):
+        color = arm_color(arm)
+        axes[0].errorbar(steps, means, yerr=half, marker="o", capsize=3, color=color,
+                         label=f"{arm} ({len(records)} seeds)")
+        axes[1].plot(tokens, means, marker="o", color=color, label=arm)
+    pairs = (analysis.ARMS_OF_A, ("carry_only", "dapo"), analysis.ARMS_OF_B)
+    for offset, (arm, other) in zip((-0.4, 0.0, 0.4), pairs, strict=True):
         differences = analysis.per_step_differences(runs, arm, other)
         if differences:
             intervals = list(differences.values())
             half = [0 if math.isnan(e.low) else (e.high - e.low) / 2 for e in intervals]
             axes[2].errorbar([step + offset for step in differences], [e.mean for e in intervals], yerr=half,
-                             marker="o", linestyle="none", capsize=3, label=f"{arm} - {other} ({intervals[0].n} seeds)")
+                             marker="o", linestyle="none", capsize=3, color=arm_color(arm),
+                             label=f"{arm} - {other} ({intervals[0].n} seeds)")
     axes[2].axhline(0, color="grey", linewidth=0.8)
     axes[2].axhline(-analysis.MARGIN, color="red", linestyle="--", linewidth=0.8, label="non-inferiority margin")
     axes[0].set_xlabel("optimizer step")

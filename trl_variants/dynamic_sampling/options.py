@@ -2,10 +2,10 @@
 
 The real-model study (docs/results/real_model_study_method.md, a non-inferiority test against DAPO as published)
 decides both defaults, and a test holds them to its decision. Skipping with carrying was not shown non-inferior,
-so `skip_degenerate_prompts` defaults to `False`; `dynamic_sampling_carry_surplus` defaults to `None`, "on wherever
-it is supported", until the study's `carry_only` arm decides it. A default must never refuse a run that the
-explicit setting `False` would train, so where carrying cannot work the default resolves to off and says why; only
-an explicit `True` is refused there.
+so `skip_degenerate_prompts` defaults to `False`; carrying alone was, so `dynamic_sampling_carry_surplus` defaults
+to `None`, "on wherever it is supported". A default must never refuse a run that the explicit setting `False` would
+train, so where carrying cannot work the default resolves to off and says why; only an explicit `True` is refused
+there.
 """
 
 from dataclasses import dataclass
