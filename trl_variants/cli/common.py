@@ -27,7 +27,7 @@ REAL_DEMO_DEFAULTS = {
 }
 # How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
 # text, the README and docs/cli.md all say it in these words (docs/cli.md has the measurement and the effect of load).
-REAL_DEMO_DURATION = "about 13 minutes on an idle 2-core AMD EPYC with AVX-512"
+REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
 
 
 class CliUsageError(Exception):
