@@ -81,6 +81,11 @@ def interim_note(n: int) -> str:
     return f"(interim: {n} of {len(SEEDS)} seeds; judged only when every seed is in)"
 
 
+def per_step_line(differences: dict) -> str:
+    return ("  Per step (reported, not deciding): "
+            + "; ".join(f"step {step} {value.text(3)}" for step, value in differences.items()) + ".")
+
+
 def comparison_a(runs: dict, interim: bool) -> list[str]:
     interval, non_inferior = analysis.non_inferiority(runs)
     if interval.n < 2:
@@ -92,8 +97,7 @@ def comparison_a(runs: dict, interim: bool) -> list[str]:
                 # Four decimals once decided: a lower end that misses the margin by less than 0.001 must show it.
                 f"{interval.low:.4f}, above it, **non-inferior**." if non_inferior else
                 f"{interval.low:.4f}, not above it, **non-inferiority not shown**.")]
-    lines.append("  Per step (reported, not deciding): " + "; ".join(f"step {step} {value.text(3)}"
-                                                                     for step, value in per_step.items()) + ".")
+    lines.append(per_step_line(per_step))
     return lines
 
 
@@ -166,8 +170,7 @@ def decision_lines(runs: dict) -> list[str]:
             f"lower end {carry.low:.4f}, " + ("above it, **passes**: skipping defaults to off, carrying stays on."
                                               if passes else "not above it, **fails** too: skipping and carrying "
                                               "default to off."),
-            "  Per step (reported, not deciding): " + "; ".join(f"step {step} {value.text(3)}"
-                                                               for step, value in per_step.items()) + ".",
+            per_step_line(per_step),
             f"- (c) generated completions per informative trained row, `carry_only` - `dapo` (reported, not deciding): "
             f"{generation.text(2)} over {generation.n} seeds."]
 

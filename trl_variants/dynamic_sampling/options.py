@@ -41,12 +41,11 @@ def resolve_sampling_options(
     """
     if not dynamic_sampling:
         return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
-    skip = skip_degenerate_prompts
     problem = carry_alignment_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
     if problem is None and is_vision_language_model:
         problem = CARRY_VLM_PROBLEM
     if carry_surplus is None:
-        return SamplingOptions(skip, carry_surplus=problem is None, carry_off_reason=problem)
+        return SamplingOptions(skip_degenerate_prompts, carry_surplus=problem is None, carry_off_reason=problem)
     if carry_surplus and problem is not None:
         raise ValueError(f"dynamic_sampling_carry_surplus=True is not allowed: {problem}.")
-    return SamplingOptions(skip, carry_surplus=carry_surplus)
+    return SamplingOptions(skip_degenerate_prompts, carry_surplus=carry_surplus)

@@ -108,7 +108,7 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
     trainer_class, config_class, rewards = DAPOTrainer, DAPOConfig, [HalfDegenerateReward(NUM_GENERATIONS)]
     settings = dict(per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS, max_steps=STEPS)
     kwargs, resume_from, output_name = {}, None, name
-    if name != "published":
+    if name not in ("published", "dr_grpo"):  # DrGRPOConfig has no skipping field
         settings.update(skip_degenerate_prompts=True)
     if name in ("defaults", "resumed"):
         settings.update(max_steps=RESUME_STEPS, save_strategy="steps", save_steps=SAVE_STEPS)
@@ -119,7 +119,6 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
         settings.update(DAPO_AS_PUBLISHED)
     elif name == "dr_grpo":
         trainer_class, config_class = DrGRPOTrainer, DrGRPOConfig
-        settings.pop("skip_degenerate_prompts")
     elif name == "reward_model":
         rewards.append(str(out_dir / REWARD_MODEL))
     elif name == "lora":
