@@ -1,9 +1,12 @@
-"""`keep_linear_weights_reloadable` acts only for vLLM colocate runs on vLLM's CPU backend (the vLLM tests exercise
-it with a real engine: every weight sync there goes through it)."""
+"""`keep_linear_weights_reloadable` acts only for vLLM colocate runs on vLLM's CPU backend, and the dispatch order it
+reports follows vLLM 0.31's (tests/vllm/test_weight_sync.py exercises it with a real engine)."""
 
+import importlib.util
 from types import SimpleNamespace
 
-from trl_variants.vllm_cpu import keep_linear_weights_reloadable
+import pytest
+
+from trl_variants.vllm_cpu import keep_linear_weights_reloadable, vllm_cpu_linear_path
 
 
 def test_runs_without_vllm_colocate_are_left_alone():
@@ -11,13 +14,19 @@ def test_runs_without_vllm_colocate_are_left_alone():
     assert keep_linear_weights_reloadable(SimpleNamespace(use_vllm=True, vllm_mode="server")) is False
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_without_vllm_installed_it_changes_nothing():
-    import importlib.util
+    assert keep_linear_weights_reloadable() is False
 
-    if importlib.util.find_spec("vllm") is None:
-        assert keep_linear_weights_reloadable() is False
-    else:
-        from vllm import _custom_ops
 
-        keep_linear_weights_reloadable()
-        assert _custom_ops._supports_onednn is False
+@pytest.mark.parametrize(
+    "zentorch, sgl_kernel, onednn, path",
+    [
+        (True, True, True, "zentorch"),
+        (False, True, True, "sgl-kernel"),
+        (False, False, True, "oneDNN"),
+        (False, False, False, "torch linear"),
+    ],
+)
+def test_the_path_vllm_would_take_follows_its_dispatch_order(zentorch, sgl_kernel, onednn, path):
+    assert vllm_cpu_linear_path(zentorch=zentorch, sgl_kernel=sgl_kernel, onednn=onednn) == path
