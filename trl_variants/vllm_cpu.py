@@ -56,7 +56,7 @@ def keep_linear_weights_reloadable(args=None) -> bool:
         return False
     if not current_platform.is_cpu():
         return False
-    if not getattr(vllm_layer_utils.dispatch_cpu_unquantized_gemm, "_keeps_weights_reloadable", False):
+    if not hasattr(vllm_layer_utils.dispatch_cpu_unquantized_gemm, "vllm_dispatch"):
         vllm_layer_utils.dispatch_cpu_unquantized_gemm = _reloadable_dispatch(
             vllm_layer_utils.dispatch_cpu_unquantized_gemm
         )
@@ -83,7 +83,7 @@ def _reloadable_dispatch(vllm_dispatch):
             )
         layer.cpu_linear = torch.nn.functional.linear
 
-    dispatch._keeps_weights_reloadable = True
+    dispatch.vllm_dispatch = vllm_dispatch
     return dispatch
 
 

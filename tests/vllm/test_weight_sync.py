@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants import vllm_cpu
 from trl_variants.vllm_cpu import keep_linear_weights_reloadable
 
 from ..dynamic_sampling.scripts.rewards import HalfDegenerateReward
@@ -86,6 +87,12 @@ def test_every_cpu_dispatch_path_leaves_the_weight_in_place(forced, monkeypatch)
     monkeypatch.setattr(torch.ops.zentorch, "zentorch_linear_unary", object(), raising=False)
     monkeypatch.setattr(vllm_layer_utils, "check_cpu_sgl_kernel", lambda *_: forced == "sgl-kernel")
     monkeypatch.setattr(_custom_ops, "_supports_onednn", forced == "oneDNN")
+    # vLLM's own dispatch back for the length of the test, so that the package's wrapper, and its log-once record,
+    # start afresh.
+    dispatch = vllm_layer_utils.dispatch_cpu_unquantized_gemm
+    monkeypatch.setattr(vllm_layer_utils, "dispatch_cpu_unquantized_gemm", getattr(dispatch, "vllm_dispatch", dispatch))
+    logged = []
+    monkeypatch.setattr(vllm_cpu.logger, "info", logged.append)
     keep_linear_weights_reloadable()
 
     layer = Linear(32, 64)
@@ -96,3 +103,8 @@ def test_every_cpu_dispatch_path_leaves_the_weight_in_place(forced, monkeypatch)
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     weight.data.copy_(torch.randn_like(weight))
     torch.testing.assert_close(layer.cpu_linear(x, layer.weight, None), x @ weight.t())
+    vllm_layer_utils.dispatch_cpu_unquantized_gemm(Linear(32, 64), remove_weight=True)
+    if forced == "none":
+        assert logged == []  # torch's linear was vLLM's own choice: nothing changed, nothing to say
+    else:
+        assert len(logged) == 1 and f"would run with {forced} run with torch's linear" in logged[0]
