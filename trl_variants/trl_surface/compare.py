@@ -21,7 +21,7 @@ def libraries(trl_path: str | Path | None = None) -> dict[str, Library]:
         if found["trl"] is None:
             raise ValueError(
                 f"--trl-path {str(trl_path)!r} holds no TRL: expected {Path(trl_path) / 'trl' / '__init__.py'} (as "
-                "`pip install --no-deps --target DIR trl==X` makes) or a trl package folder."
+                "pip install --no-deps --target DIR trl==X makes) or a trl package folder."
             )
     return {name: library for name, library in found.items() if library is not None}
 
@@ -43,7 +43,7 @@ def load_fingerprints(path: str | Path = FINGERPRINTS) -> dict:
     if unrecorded:
         raise ValueError(
             f"{path} has no fingerprint for {', '.join(unrecorded)}; record them under the supported TRL with "
-            "`python -m trl_variants.trl_surface --record`."
+            "python -m trl_variants.trl_surface --record."
         )
     return recorded
 
