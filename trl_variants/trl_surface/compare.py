@@ -109,11 +109,8 @@ def compare(recorded: dict, libs: dict[str, Library], recorded_libs: dict[str, L
     return comparisons
 
 
-def describe(libs: dict[str, Library] | dict[str, str]) -> str:
-    return ", ".join(
-        f"{name} {library}" if isinstance(library, str) else f"{name} {library.version} ({library.root})"
-        for name, library in libs.items()
-    )
+def describe(libs: dict[str, Library]) -> str:
+    return ", ".join(f"{name} {library.version} ({library.root})" for name, library in libs.items())
 
 
 def report(comparisons: list[Comparison], recorded: dict, libs: dict[str, Library], recorded_libs) -> str:
@@ -121,7 +118,9 @@ def report(comparisons: list[Comparison], recorded: dict, libs: dict[str, Librar
     on in it."""
     lines = [
         f"Comparing {describe(libs)}",
-        f"with the fingerprints recorded under {describe(recorded['versions'])}.",
+        "with the fingerprints recorded under "
+        + ", ".join(f"{name} {version}" for name, version in recorded["versions"].items())
+        + ".",
         f"Recorded source for diffs: {describe(recorded_libs) or 'none (--recorded-source DIR)'}.",
         "",
     ]

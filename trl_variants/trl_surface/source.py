@@ -13,7 +13,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.metadata import PathDistribution
+from importlib.metadata import PackageNotFoundError, PathDistribution, version
 from pathlib import Path
 
 from .entries import CLASS_CHAINS, SurfaceEntry
@@ -45,7 +45,10 @@ def installed_library(name: str) -> Library | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations)))
-    return Library(name, root, library_version(root))
+    try:  # an editable install keeps its metadata away from the package folder
+        return Library(name, root, version(name))
+    except PackageNotFoundError:
+        return Library(name, root, library_version(root))
 
 
 def library_in(name: str, folder: str | Path) -> Library | None:
