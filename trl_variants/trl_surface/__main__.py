@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a folder holding the TRL (and transformers) of the recorded versions, for diffs of the changed "
         "entries; the installed ones serve when they are of the recorded versions and not being compared",
     )
-    parser.add_argument("--fingerprints", default=str(FINGERPRINTS), help="the fingerprint file (default: the package's)")
+    parser.add_argument(
+        "--fingerprints", default=str(FINGERPRINTS), help="the fingerprint file (default: the package's own)"
+    )
     parser.add_argument("--record", action="store_true", help="write the compared TRL's fingerprints to the file")
     options = parser.parse_args(argv)
     try:

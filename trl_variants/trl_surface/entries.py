@@ -177,14 +177,17 @@ ENTRIES = (
         header_only=True,
     ),
     SurfaceEntry(
-        "RepeatSampler.__init__", "(data_source, mini_repeat_count, batch_size, repeat_count, shuffle, seed): stores them."
+        "RepeatSampler.__init__",
+        "(data_source, mini_repeat_count, batch_size, repeat_count, shuffle, seed): stores them.",
     ),
     SurfaceEntry(
         "RepeatSampler.__iter__",
         "Yields each index mini_repeat_count times, in batches of batch_size prompts repeated repeat_count times; "
         "incomplete batches dropped.",
     ),
-    SurfaceEntry("RepeatSampler.__len__", "-> (num_samples // batch_size) * batch_size * mini_repeat_count * repeat_count."),
+    SurfaceEntry(
+        "RepeatSampler.__len__", "-> (num_samples // batch_size) * batch_size * mini_repeat_count * repeat_count."
+    ),
     SurfaceEntry(
         "trl.trainer.utils.pad",
         "(tensors, padding_value=0, padding_side='right', pad_to_multiple_of=None) -> one stacked, padded tensor.",
@@ -192,7 +195,8 @@ ENTRIES = (
     ),
     SurfaceEntry(
         "trl.trainer.utils.split_pixel_values_by_grid",
-        "(batch with pixel_values, image_grid_thw, num_images) -> batch with pixel_values as a list of per-row tensors.",
+        "(batch with pixel_values, image_grid_thw, num_images) -> batch with pixel_values as a list of per-row "
+        "tensors.",
         f"{UTILS}:split_pixel_values_by_grid",
     ),
     SurfaceEntry(
