@@ -13,7 +13,7 @@ PACKAGE_ROOT = REPO / "trl_variants"
 
 # The package's top-level modules and subpackages, lowest first; a module may import its own layer and those below.
 LAYERS = (
-    {"_compat", "_lazy", "machine", "log_records", "model_card", "variant_args", "vllm_cpu", "rewards", "toy"},
+    {"_compat", "_lazy", "machine", "log_records", "model_card", "variant_args", "vllm_cpu", "rewards", "toy", "trl_surface"},
     {"dynamic_sampling"},
     {"reliability"},
     {"dapo", "dr_grpo"},

@@ -26,6 +26,11 @@ class DAPOConfig(GRPOConfig):
     Configuration for [`DAPOTrainer`]: every [`~trl.GRPOConfig`] field, with DAPO's defaults
     (https://huggingface.co/papers/2503.14476), plus the fields below.
 
+    Relative to `GRPOConfig` it overrides `__post_init__`: before TRL's own checks, the type and range of every
+    numeric field and the rules below (each error names the field, the value and what is allowed); after them,
+    the rules on fields TRL resolves (`max_rows_per_generate_call` against vLLM and continuous batching,
+    `dynamic_sampling_carry_surplus=True` against `steps_per_generation`).
+
     Defaults changed relative to `GRPOConfig`:
         epsilon (`float`, defaults to `0.2`): lower clip range, the paper's epsilon_low.
         epsilon_high (`float`, defaults to `0.28`): upper clip range ("clip-higher"); must be >= `epsilon`.

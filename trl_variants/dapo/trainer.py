@@ -22,25 +22,44 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     Clip-higher (`epsilon_high`) and the token-level loss (`loss_type="dapo"`) are TRL's own and are switched on by
     [`DAPOConfig`]'s defaults (any other objective of TRL can be chosen, and trains under dynamic sampling);
     overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the paper's reference run).
-    Relative to [`~trl.GRPOTrainer`] this class changes:
+    Dynamic sampling (train mode, `dynamic_sampling=True`) generates rounds until the batch holds only groups whose
+    accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls, environment episodes
+    and images as `GRPOTrainer` has them and refill prompts from map-style or streaming datasets
+    (`trl_variants.dynamic_sampling.trainer`). Prompt skipping (`skip_degenerate_prompts`, off by default) replaces
+    prompts whose history predicts a degenerate group before generation (`trl_variants.dynamic_sampling.skipping`);
+    carrying (`dynamic_sampling_carry_surplus`, on by default wherever supported) trains informative groups beyond
+    the batch in the next one (`trl_variants.dynamic_sampling.carry`). Both off is DAPO as published.
+
+    Relative to [`~trl.GRPOTrainer`] this class overrides these methods, each calling `super()` (the mixin that
+    defines it in brackets):
 
     - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
       `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
-      `reward_weights` is given; the caller's config object is left unchanged) and logged as `rewards/soft_overlong_punishment`.
-    - `_generate_and_score_completions` (train mode, `dynamic_sampling=True`): generates rounds until the batch holds
-      only groups whose accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls,
-      environment episodes and images as `GRPOTrainer` has them and refill prompts from map-style or streaming
-      datasets; see `trl_variants.dynamic_sampling.trainer`.
-    - Prompt skipping (`skip_degenerate_prompts`, off by default) and carrying (`dynamic_sampling_carry_surplus`,
-      on by default wherever supported): prompts whose history predicts a degenerate group are skipped before
-      generation and replaced by refill prompts (`trl_variants.dynamic_sampling.skipping`); informative groups
-      beyond the batch are trained in the next one (`trl_variants.dynamic_sampling.carry`). Both off is DAPO as
-      published.
-    - `_save_checkpoint` / `_load_optimizer_and_scheduler`: also save and restore the dynamic-sampling state
-      (with the per-prompt history when skipping).
-    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
-      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
-    - The model card is tagged `trl-variants` and `dapo`, cites the paper and lists the settings.
+      `reward_weights` is given; the caller's config object is left unchanged) and logged as
+      `rewards/soft_overlong_punishment`. The datasets are checked after TRL's construction.
+    - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling=True`,
+      generation rounds, the keep/drop decision shared by all processes, carrying and the row exchange, then TRL's
+      method on this process's trained rows; otherwise TRL's method alone.
+    - `_compute_loss` (`DynamicSamplingMixin`): when carried rows are trained and TRL computed no old log-probs,
+      fresh rows take theirs from the loss's own forward, detached (TRL's ratio 1), carried rows their generating
+      policy's; otherwise TRL's method alone.
+    - `_generate_single_turn` (`GenerateCallsMixin`): with transformers generation, a round goes to `generate` in
+      calls of at most `max_rows_per_generate_call` rows, and a call that runs out of memory is halved and retried;
+      vLLM and continuous batching are TRL's alone.
+    - `_prepare_inputs` (`PromptSkippingMixin`): when rows are named by dataset index (prompt skipping, or groups
+      straddling processes), pairs each generation batch with the indices its sampler drew.
+    - `_get_dataloader` (`PromptSkippingMixin`): in that case, the train sampler records the indices it yields.
+    - `get_resumed_dataloader` (`PromptSkippingMixin`): drops the recorded indices of the batches a resume skips.
+    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, made to draw on resume the prompts an
+      uninterrupted run would, and cycled when the dataset has fewer prompts than one generation batch.
+    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked, and a failure on any process stops
+      all processes together.
+    - `train` (`ReliabilityMixin`): resumes from the latest complete checkpoint and refuses a half-written one.
+    - `_save_checkpoint`: also saves the dynamic-sampling state (with the per-prompt history when skipping),
+      before transformers' own files.
+    - `_load_optimizer_and_scheduler`: also restores that state.
+    - `create_model_card` (`VariantModelCardMixin`): the card is tagged `trl-variants` and `dapo`, cites the paper,
+      lists the settings, and links no base model or dataset that is not on the Hub.
 
     It accepts exactly the arguments of `GRPOTrainer`.
     """

@@ -14,7 +14,9 @@ class DrGRPOConfig(GRPOConfig):
     [`~trl.GRPOConfig`] field, with the two settings that make GRPO unbiased fixed.
 
     TRL's `loss_type="dr_grpo"` on its own removes only the length bias; advantages are still divided by the
-    group std unless `scale_rewards="none"` is also set. This config sets both and rejects anything else.
+    group std unless `scale_rewards="none"` is also set. This config sets both and rejects anything else: it
+    overrides `GRPOConfig`'s `__post_init__` to check, before TRL's own checks, the type and range of every numeric
+    field, `loss_type` and `scale_rewards` (each error names the field, the value and what is allowed).
 
     Defaults changed relative to `GRPOConfig`:
         loss_type (`str`, defaults to `"dr_grpo"`): per-token losses are summed and divided by the constant

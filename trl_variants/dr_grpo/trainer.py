@@ -16,13 +16,18 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     Relative to [`~trl.GRPOTrainer`] the loss and advantages are untouched: the algorithm lives entirely in
     [`DrGRPOConfig`], which fixes `loss_type="dr_grpo"` (token sum over the constant
     `max_completion_length`, removing the length bias) and `scale_rewards="none"` (advantage = reward - group
-    mean, removing the std-division difficulty bias). What this class adds:
+    mean, removing the std-division difficulty bias). This class overrides these methods, each calling `super()`
+    (the mixin that defines it in brackets):
 
-    - `args` must be a `DrGRPOConfig` (a plain `GRPOConfig` could silently keep either bias); `args=None` builds
-      one named after the model.
-    - The model card is tagged `trl-variants` and `dr-grpo`, cites the paper and lists the settings.
-    - `_calculate_rewards` and `train` (from `ReliabilityMixin`): every reward call is checked and a failure stops
-      all processes together; datasets are checked at construction; resumes skip half-written checkpoints.
+    - `__init__`: `args` must be a `DrGRPOConfig` (a plain `GRPOConfig` could silently keep either bias);
+      `args=None` builds one named after the model. The datasets are checked after TRL's construction.
+    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, made to draw on resume the prompts an
+      uninterrupted run would, and cycled when the dataset has fewer prompts than one generation batch.
+    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked, and a failure on any process stops
+      all processes together.
+    - `train` (`ReliabilityMixin`): resumes from the latest complete checkpoint and refuses a half-written one.
+    - `create_model_card` (`VariantModelCardMixin`): the card is tagged `trl-variants` and `dr-grpo`, cites the
+      paper, lists the settings, and links no base model or dataset that is not on the Hub.
 
     It accepts exactly the arguments of `GRPOTrainer`.
     """
