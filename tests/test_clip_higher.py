@@ -55,3 +55,25 @@ def test_the_trainer_logs_the_line_once_exactly_when_clip_higher_cannot_act(toy_
     assert len(lines) == int(logged), lines
     if logged:  # the default DAPOConfig carries here, so the line names the exception
         assert "only on carried surplus groups" in lines[0]
+
+
+def clipped_shares(task, tmp_path, **layout):
+    from trl_variants import DAPOConfig, DAPOTrainer
+
+    config = toy_config(DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=4, learning_rate=1e-2, **layout)
+    trainer = toy_trainer(DAPOTrainer, config, task)
+    trainer.train()
+    return [entry["clip_ratio/region_mean"] for entry in trainer.state.log_history if "clip_ratio/region_mean" in entry]
+
+
+def test_the_premise_holds_in_trl_the_clip_never_binds_in_the_default_layout_and_binds_across_updates(toy_task,
+                                                                                                      tmp_path):
+    """What the line claims, checked on TRL itself: with one optimizer step per generation batch no token is ever
+    clipped (every ratio is exactly 1); with four updates per generation batch, at a large learning rate, some are."""
+    import copy
+
+    idle = clipped_shares(copy.deepcopy(toy_task), tmp_path / "idle")
+    acting = clipped_shares(copy.deepcopy(toy_task), tmp_path / "acting", steps_per_generation=4)
+    assert len(idle) == len(acting) == 4
+    assert all(share == 0 for share in idle)
+    assert any(share > 0 for share in acting)
