@@ -41,10 +41,14 @@ def mean_after_start(record: dict) -> float:
     return statistics.fmean(accuracy_at(record, step) for step in later_steps(record))
 
 
+def paired_differences(runs: dict, arm: str, other: str, summary) -> list[float]:
+    """Per seed, `summary(record of arm) - summary(record of other)`, complete pairs only."""
+    return [summary(runs[arm][seed]) - summary(runs[other][seed]) for seed in complete_seeds(runs, (arm, other))]
+
+
 def paired(runs: dict, arm: str, other: str, summary) -> Interval:
-    """The t-interval over seeds of `summary(record of arm) - summary(record of other)`, complete pairs only."""
-    seeds = complete_seeds(runs, (arm, other))
-    return t_interval([summary(runs[arm][seed]) - summary(runs[other][seed]) for seed in seeds])
+    """The t-interval over seeds of `paired_differences`."""
+    return t_interval(paired_differences(runs, arm, other, summary))
 
 
 def per_step_differences(runs: dict, arm: str, other: str) -> dict[int, Interval]:
@@ -86,15 +90,21 @@ def interpolated_accuracy(record: dict, tokens: float) -> float:
     raise AssertionError("unreachable: tokens lies within the evaluations")
 
 
-def equal_tokens(runs: dict) -> tuple[int | None, Interval]:
+def equal_token_differences(runs: dict) -> tuple[int | None, list[float]]:
     """(b) at equal generated tokens: the fewest tokens any complete `grpo` or `dapo` run of a complete pair
-    reached by its last step, and the interval of dapo - grpo there."""
+    reached by its last step, and dapo - grpo there per seed."""
     seeds = complete_seeds(runs, ARMS_OF_B)
     if not seeds:
-        return None, t_interval([])
+        return None, []
     budget = min(runs[arm][seed]["eval_tokens"][-1] for arm in ARMS_OF_B for seed in seeds)
-    return budget, t_interval([interpolated_accuracy(runs["dapo"][seed], budget)
-                               - interpolated_accuracy(runs["grpo"][seed], budget) for seed in seeds])
+    return budget, [interpolated_accuracy(runs["dapo"][seed], budget)
+                    - interpolated_accuracy(runs["grpo"][seed], budget) for seed in seeds]
+
+
+def equal_tokens(runs: dict) -> tuple[int | None, Interval]:
+    """`equal_token_differences` as the budget and the interval over seeds."""
+    budget, differences = equal_token_differences(runs)
+    return budget, t_interval(differences)
 
 
 def probe_steps(record: dict) -> list[dict]:

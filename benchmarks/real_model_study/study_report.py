@@ -18,6 +18,7 @@ from benchmarks.shared.settings import REPO_ROOT
 from benchmarks.shared.stats import t_interval
 
 from . import study_analysis as analysis
+from .study_limits import limits_section
 from .design import ARMS, RUNS_DIR, SEEDS, STEP0_FILE
 
 _RUN_FILE = re.compile(r"(?P<arm>[a-z_]+)-seed(?P<seed>\d+)\.json")
@@ -113,7 +114,8 @@ def comparison_b(runs: dict, detect: dict, interim: bool) -> list[str]:
             return " " + interim_note(interval.n)
         if interval.excludes_zero():
             return ", a difference (the interval excludes 0)"
-        return f", a null result: no difference detected; the design detects {smallest:.3f} with 80 % power"
+        return (f", a null result: no difference detected; the design was planned to detect {smallest:.3f} with 80 % "
+                "power (the realised power is under the limits below)")
 
     return [f"- (b) `dapo` - `grpo` at equal steps (mean over the evaluations after step 0): {steps.text(3)}"
             f"{verdict(steps, detect['mean_over_evaluations'])}.",
@@ -257,6 +259,7 @@ def results_sections(runs: dict) -> list[str]:
         "## How much skipping acted (`defaults`)\n\n" + "\n".join(activity_lines) + ("\n\n" + activity if activity else ""),
         "## Equal-score share of generated groups per stretch (all right / all wrong)\n\n" + shares_table(runs),
         "## Cost\n\n" + cost_table(runs),
+        *filter(None, [limits_section(runs)]),
         provenance(runs),
     ]
 

@@ -4,6 +4,7 @@ import copy
 import os
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import logging
 from trl import GRPOTrainer
 
 from ..dynamic_sampling.trainer import DynamicSamplingMixin
@@ -12,7 +13,10 @@ from ..reliability.trainer import ReliabilityMixin
 from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
 from ..variant_args import variant_args
 from ..vllm_cpu import keep_linear_weights_reloadable
+from .clip_higher import clip_higher_idle_reason
 from .config import DAPOConfig
+
+logger = logging.get_logger(__name__)
 
 
 class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin, GRPOTrainer):
@@ -36,7 +40,9 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
       `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
       `reward_weights` is given; the caller's config object is left unchanged) and logged as
-      `rewards/soft_overlong_punishment`. The datasets are checked after TRL's construction.
+      `rewards/soft_overlong_punishment`. The datasets are checked after TRL's construction. One info line when
+      clip-higher cannot act (each generation batch trained within one optimizer step, TRL's default layout) says how
+      to make it act (`trl_variants.dapo.clip_higher`).
     - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling=True`,
       generation rounds, the keep/drop decision shared by all processes, carrying and the row exchange, then TRL's
       method on this process's trained rows; otherwise TRL's method alone.
@@ -82,6 +88,16 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
         self._setup_reliability_checks()
         self._setup_dynamic_sampling()
+        self._log_if_clip_higher_idle()
+
+    def _log_if_clip_higher_idle(self) -> None:
+        args = self.args
+        reason = clip_higher_idle_reason(
+            args.epsilon, args.epsilon_high, args.loss_type, args.gradient_accumulation_steps,
+            args.steps_per_generation, args.num_iterations, self._options.carry_surplus,
+        )  # fmt: skip
+        if reason is not None and self.accelerator.is_main_process:
+            logger.info(reason)
 
     @staticmethod
     def _with_overlong_punishment(reward_funcs, args: DAPOConfig):
