@@ -13,7 +13,7 @@ from trl_variants.toy import make_toy_task  # noqa: E402
 torch.set_num_threads(1)
 
 # Tests with these markers run several processes, a vLLM engine or a real model: all are slow, marked or not.
-SLOW_KINDS = ("multiprocess", "vllm", "real_model")
+SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `pytest -m "not slow"` must see these marks

@@ -22,8 +22,8 @@ import yaml
 
 from ..helpers import accelerate_launch_command, launch_outcome, trl_accelerate_config
 
-# Marks of every FSDP test: several processes, so slow.
-fsdp_test = [pytest.mark.fsdp, pytest.mark.slow, pytest.mark.multiprocess]
+# Marks of every FSDP test; both make it slow (tests/conftest.py).
+fsdp_test = [pytest.mark.fsdp, pytest.mark.multiprocess]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 CPU_CHANGES = {
     1: {
