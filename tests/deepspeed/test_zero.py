@@ -11,7 +11,6 @@ within the launch's timeout: any forward, generation step or reward-model call m
 other would hang it.
 """
 
-import time
 
 import pytest
 
@@ -21,7 +20,7 @@ from ..dynamic_sampling.sharded_checks import (
     check_the_groups_of_the_single_process_decision,
     check_the_resume_logs_the_uninterrupted_run,
     check_the_uneven_run,
-    read_records,
+    launches_on_first_use,
 )
 from .launch import SCRIPTS, deepspeed_test, run_zero
 
@@ -41,18 +40,11 @@ STAGE_RUNS = [(stage, run) for stage, runs in RUNS.items() for run in runs]
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """`launched(stage)`: every run's per-rank records of the stage's one launch, made on first use."""
-    records = {}
 
-    def launch(stage: int) -> dict:
-        if stage not in records:
-            out_dir = tmp_path_factory.mktemp(f"zero{stage}")
-            started = time.monotonic()
-            run_zero(stage, SCRIPT, out_dir, LAUNCH_TIMEOUT_S, "--runs", ",".join(RUNS[stage]))
-            print(f"ZeRO-{stage} launch ({len(RUNS[stage])} runs): {time.monotonic() - started:.0f} s")
-            records[stage] = read_records(out_dir, RUNS[stage])
-        return records[stage]
+    def launch(stage, out_dir, *args):
+        run_zero(stage, SCRIPT, out_dir, LAUNCH_TIMEOUT_S, *args)
 
-    return launch
+    return launches_on_first_use(tmp_path_factory, "zero", RUNS, launch)
 
 
 @pytest.mark.parametrize("stage, run", STAGE_RUNS, ids=[f"zero{stage}-{run}" for stage, run in STAGE_RUNS])

@@ -2,6 +2,7 @@
 ZeRO in tests/deepspeed, FSDP in tests/fsdp): each check takes both ranks' records of one run."""
 
 import json
+import time
 from pathlib import Path
 
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE, CARRIED_RANK_FILE
@@ -27,6 +28,23 @@ def read_records(out_dir: Path, runs) -> dict:
     """Both ranks' records of every run of a launch into `out_dir`, by run name, and the folder as "dir"."""
     records = {run: [json.loads((out_dir / f"{run}_rank{rank}.json").read_text()) for rank in range(2)] for run in runs}
     return {**records, "dir": out_dir}
+
+
+def launches_on_first_use(tmp_path_factory, label: str, runs: dict, launch):
+    """`launched(key)`: both ranks' records of every run of the launch for `key` (a ZeRO stage, an FSDP version),
+    which runs `runs[key]`, made on first use by `launch(key, out_dir, *args)` and its time printed."""
+    records = {}
+
+    def launched(key) -> dict:
+        if key not in records:
+            out_dir = tmp_path_factory.mktemp(f"{label}{key}")
+            started = time.monotonic()
+            launch(key, out_dir, "--runs", ",".join(runs[key]))
+            print(f"{label}{key} launch ({len(runs[key])} runs): {time.monotonic() - started:.0f} s")
+            records[key] = read_records(out_dir, runs[key])
+        return records[key]
+
+    return launched
 
 
 def check_both_ranks_trained_one_model(ranks, run: str) -> None:

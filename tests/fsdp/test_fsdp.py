@@ -24,7 +24,7 @@ from ..dynamic_sampling.sharded_checks import (
     check_the_groups_of_the_single_process_decision,
     check_the_resume_logs_the_uninterrupted_run,
     check_the_uneven_run,
-    read_records,
+    launches_on_first_use,
 )
 from ..helpers import HANG_MESSAGE
 from .launch import SCRIPTS, fsdp_test, launch_fsdp, run_fsdp
@@ -53,18 +53,11 @@ def ids(pairs):
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     """`launched(version)`: every run's per-rank records of the version's one launch, made on first use."""
-    records = {}
 
-    def launch(version: int) -> dict:
-        if version not in records:
-            out_dir = tmp_path_factory.mktemp(f"fsdp{version}")
-            started = time.monotonic()
-            run_fsdp(version, SCRIPT, out_dir, LAUNCH_TIMEOUT_S, "--runs", ",".join(RUNS[version]))
-            print(f"FSDP{version} launch ({len(RUNS[version])} runs): {time.monotonic() - started:.0f} s")
-            records[version] = read_records(out_dir, RUNS[version])
-        return records[version]
+    def launch(version, out_dir, *args):
+        run_fsdp(version, SCRIPT, out_dir, LAUNCH_TIMEOUT_S, *args)
 
-    return launch
+    return launches_on_first_use(tmp_path_factory, "fsdp", RUNS, launch)
 
 
 @pytest.mark.parametrize("version, run", VERSION_RUNS, ids=ids(VERSION_RUNS))
@@ -122,8 +115,10 @@ def test_a_sharded_forward_on_one_rank_only_hangs(tmp_path):
     """Rank 1 runs a forward of the trained FSDP2 policy that rank 0 does not join (rank 0 waits for rank 1's
     report without any collective): the forward must gather parameters from rank 0 and never finish, so the
     launch's timeout ends it. Run as plain data parallel (no override), the same forward finished."""
+    started = time.monotonic()
     with pytest.raises(pytest.fail.Exception, match=HANG_MESSAGE.split("{")[0]) as failure:
         run_fsdp(2, SCRIPT, tmp_path, ONE_RANK_FORWARD_TIMEOUT_S, "--runs", "one_rank_forward")
+    print(f"FSDP2 one-rank forward launch, ended by its timeout: {time.monotonic() - started:.0f} s")
     output = str(failure.value)
     assert FORWARD_STARTED in output, "the launch must reach the one-rank forward before its timeout"
     assert FORWARD_FINISHED not in output
