@@ -16,8 +16,9 @@ torch.set_num_threads(1)
 SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp")
 
 
-# Tests run in a step of their own of .ci/run, after the README's command, which skips them (its time would pass 15
-# minutes): they run when asked for, by marker (`pytest -m fsdp`) or by path (`pytest tests/fsdp`).
+# Tests run in a step of their own of .ci/run, after the README's command, which skips them (about 10 minutes on an
+# idle 2-core machine; they would add about 2): they run when asked for, by marker (`pytest -m fsdp`) or by path
+# (`pytest tests/fsdp`).
 OWN_STEP_KINDS = ("fsdp",)
 
 

@@ -132,10 +132,8 @@ def test_an_out_of_memory_error_in_one_ranks_generate_ends_the_launch_with_the_c
     returncode, output = launch_fsdp(2, SCRIPT, tmp_path, OUT_OF_MEMORY_TIMEOUT_S, "--runs", "out_of_memory")
     print(f"FSDP2 out-of-memory launch: {time.monotonic() - started:.0f} s")
     assert returncode != 0
-    assert (
-        "Generation ran out of memory in a generate call of 8 rows on process 0 of 2. Under DeepSpeed ZeRO-3 or FSDP "
-        "every process must make the same generate calls" in output
-    ), output[-4000:]
+    # The public message only (docs/troubleshooting.md), its first words and the cap it names.
+    assert "Generation ran out of memory in a generate call of 8 rows on process 0 of 2" in output, output[-4000:]
     assert f"Set max_rows_per_generate_call to at most {PER_DEVICE_BATCH // 2}" in output
     for rank in (0, 1):
         exit_code = re.search(rf"rank\s*:\s*{rank} \(local_rank: {rank}\)\s*exitcode\s*:\s*(-?\d+)", output)

@@ -17,7 +17,8 @@ processes of type `DistributedType.MULTI_CPU` and turns to FSDP only from GPU-li
 silently give data parallel (DDP). `take_accelerates_fsdp_branch` relabels that gloo state `MULTI_GPU` before the
 trainer builds its `Accelerator`, which then takes its FSDP branch and shards the model over the gloo processes. It
 exists only because these tests run on CPU processes; on GPUs accelerate builds FSDP from the YAML by itself and no
-override is used.
+override is used. Two more CPU-only overrides let FSDP1 save TRL's FULL_STATE_DICT checkpoints on CPU processes
+(`keep_fsdp1_state_dicts_in_place`, `Fsdp.adjust`); FSDP2 needs neither.
 """
 
 import argparse
