@@ -18,13 +18,13 @@ SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp")
 
 # Tests run in a step of their own of .ci/run, after the README's command, which skips them (about 10 minutes on an
 # idle 2-core machine; they would add about 2): they run when asked for, by marker (`pytest -m fsdp`) or by path
-# (`pytest tests/fsdp`).
+# (`pytest tests/fsdp`) or keyword (`pytest -k fsdp`).
 OWN_STEP_KINDS = ("fsdp",)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `pytest -m "not slow"` must see these marks
 def pytest_collection_modifyitems(config, items):
-    asked = f"{config.getoption('markexpr')} {' '.join(config.args)}"
+    asked = " ".join([config.getoption("markexpr"), config.getoption("keyword"), *config.args])
     for item in items:
         if any(item.get_closest_marker(kind) for kind in SLOW_KINDS):
             item.add_marker(pytest.mark.slow)
