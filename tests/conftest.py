@@ -13,14 +13,25 @@ from trl_variants.toy import make_toy_task  # noqa: E402
 torch.set_num_threads(1)
 
 # Tests with these markers run several processes, a vLLM engine or a real model: all are slow, marked or not.
-SLOW_KINDS = ("multiprocess", "vllm", "real_model")
+SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp")
+
+
+# Tests run in a step of their own of .ci/run, after the README's command, which skips them (about 10 minutes on an
+# idle 2-core machine; they would add about 2): they run when asked for, by marker (`pytest -m fsdp`) or by path
+# (`pytest tests/fsdp`) or keyword (`pytest -k fsdp`).
+OWN_STEP_KINDS = ("fsdp",)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `pytest -m "not slow"` must see these marks
 def pytest_collection_modifyitems(config, items):
+    asked = " ".join([config.getoption("markexpr"), config.getoption("keyword"), *config.args])
     for item in items:
         if any(item.get_closest_marker(kind) for kind in SLOW_KINDS):
             item.add_marker(pytest.mark.slow)
+        for kind in OWN_STEP_KINDS:
+            if item.get_closest_marker(kind) and kind not in asked:
+                reason = f"runs on its own: python -m pytest -q -m {kind} (.ci/run does, after the README's command)"
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

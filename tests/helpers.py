@@ -13,6 +13,7 @@ import psutil  # accelerate's dependency
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+HANG_MESSAGE = "the multi-process run did not finish within"  # then the timeout, in seconds
 
 TEST_DEFAULTS = dict(
     use_cpu=True,
@@ -71,6 +72,14 @@ def run_two_processes(script, out_dir, timeout_s: float) -> str:
 def run_launch(command: list[str], env: dict[str, str], timeout_s: float) -> str:
     """Runs a multi-process launch (torchrun, accelerate launch) from the repository root and returns its output;
     fails the test on a crash, or on a hang: past `timeout_s` the launcher and all its workers are killed."""
+    returncode, output = launch_outcome(command, env, timeout_s)
+    assert returncode == 0, output[-4000:]
+    return output
+
+
+def launch_outcome(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[int, str]:
+    """Runs a multi-process launch as `run_launch` does and returns its exit status and output, a crash included;
+    fails the test on a hang past `timeout_s`."""
     import pytest
 
     env = {**env, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
@@ -90,9 +99,27 @@ def run_launch(command: list[str], env: dict[str, str], timeout_s: float) -> str
             with contextlib.suppress(psutil.NoSuchProcess):
                 worker.kill()
         output, _ = process.communicate()
-        pytest.fail(f"the multi-process run did not finish within {timeout_s} s:\n{output[-4000:]}")
-    assert process.returncode == 0, output[-4000:]
-    return output
+        pytest.fail(f"{HANG_MESSAGE} {timeout_s} s:\n{output[-4000:]}")
+    return process.returncode, output
+
+
+def trl_accelerate_config(name: str) -> Path:
+    """TRL's own accelerate config `name` (`zero3`, `fsdp2`, ...), shipped in its wheel: the file `trl grpo
+    --accelerate_config NAME` uses."""
+    import trl
+
+    return Path(trl.__file__).resolve().parent / "accelerate_configs" / f"{name}.yaml"
+
+
+def accelerate_launch_command(config_file, script, *args) -> list[str]:
+    """`accelerate launch` of `script` on two processes on a free local port, with accelerate config `config_file`,
+    in fp32: TRL's YAMLs ask for bf16, which these CPU runs replace by fp32, so that two sides computed alike (rank
+    against rank, resume against the uninterrupted run) compare exactly."""
+    return [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file),
+        "--num_processes", "2", "--mixed_precision", "no", "--main_process_ip", "127.0.0.1",
+        "--main_process_port", str(free_port()), str(script), *map(str, args),
+    ]  # fmt: skip
 
 
 def interruptible_popen(command: list[str], **kwargs) -> subprocess.Popen:

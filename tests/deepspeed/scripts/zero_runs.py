@@ -5,161 +5,46 @@ step generated, decided and trained (tests/dynamic_sampling/scripts/step_records
     PYTHONPATH=. HF_HUB_OFFLINE=1 DS_ACCELERATOR=cpu accelerate launch --num_processes 2 --mixed_precision no \\
         --config_file <trl>/accelerate_configs/zero3.yaml tests/deepspeed/scripts/zero_runs.py --out DIR --runs ...
 
-Runs, one after the other in the same process group, from the same warm-started policy:
-
-- "defaults": `DAPOTrainer` at its defaults (dynamic sampling, carrying) with prompt skipping turned on, as in every
-  run but "published" and "dr_grpo", under a reward with which
-  half the prompts' groups are degenerate, so that prompts are skipped and surplus groups carried; five steps,
-  saving at steps 2 and 4;
-- "resumed": "defaults" resumed from its step-2 checkpoint (groups are carried into step 3);
-- "published": DAPO as published (no skipping, no carrying); "dr_grpo": `DrGRPOTrainer`;
-- "reward_model": a second tiny model, a sequence classifier TRL loads from a path and prepares with DeepSpeed,
-  as a reward beside the half-degenerate one (which decides degeneracy);
-- "lora": PEFT LoRA adapters on the policy;
-- "uneven": work deliberately uneven over the processes: six rows per process in groups of four, so that groups
-  straddle the processes; every group rank 0 generates is degenerate, so rank 1 alone finds informative groups
-  and more rounds are needed; rank 1 always generates `max_completion_length` tokens while rank 0 stops at EOS,
-  with `ds3_gather_for_generation=False`, so every decoding step of rank 1 is a collective rank 0 must join.
-
-Each rank writes `DIR/<run>_rank<r>.json`; tests/deepspeed/test_zero.py compares them.
+The runs are those of tests/dynamic_sampling/scripts/sharded_runs.py; "uneven" sets `ds3_gather_for_generation=False`
+there, so that every decoding step of rank 1 is a ZeRO-3 collective rank 0 must join.
 """
 
 import argparse
-import copy
-import json
 import os
 from pathlib import Path
 
 import deepspeed
-import torch
-from accelerate import PartialState
-from peft import LoraConfig
-from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
-from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
-from tests.dynamic_sampling.scripts.step_records import recording_steps
-from tests.helpers import DAPO_AS_PUBLISHED, toy_config
-from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
-from trl_variants.toy import make_toy_task
-
-NUM_GENERATIONS = 4
-PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
-UNEVEN_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of them on both processes
-STEPS = 3
-RESUME_STEPS = 5
-SAVE_STEPS = 2
-REWARD_MODEL = "reward_model"
+from tests.dynamic_sampling.scripts.sharded_runs import end_process_group, run, sums, warm_task
 
 
-class RankSkewedReward(HalfDegenerateReward):
-    """The half-degenerate reward on rank 1; on rank 0 every completion scores 0, so every group rank 0 generates is
-    degenerate."""
+class Zero:
+    def configure(self, config) -> None:
+        """Under ZeRO-3, DeepSpeed keeps each parameter of fewer than `stage3_param_persistence_threshold` elements
+        (1e5 by default) whole on every process, outside its collectives: every parameter of the toy model. At 0,
+        the toy's parameters are partitioned as a real model's large matrices are, so that every forward gathers
+        them collectively, as on a real model: a forward made on one process only then hangs the run."""
+        zero = config.deepspeed_plugin.deepspeed_config["zero_optimization"]
+        if zero["stage"] == 3:
+            zero["stage3_param_persistence_threshold"] = 0
 
-    __name__ = "rank_skewed_reward"
+    def adjust(self, trainer) -> None:
+        pass
 
-    def __init__(self, num_generations: int, rank: int):
-        super().__init__(num_generations)
-        self.rank = rank
+    def weight_sums(self, model) -> dict[str, list[float]]:
+        parameters = dict(model.named_parameters())
+        with deepspeed.zero.GatheredParameters(list(parameters.values()), modifier_rank=None):
+            return sums(parameters.items())
 
-    def score(self, index, prompt, completion_ids):
-        return 0.0 if self.rank == 0 else super().score(index, prompt, completion_ids)
-
-
-def weight_sums(model) -> dict[str, list[float]]:
-    """Every parameter's sum and sum of absolute values, gathered whole under ZeRO-3 (a collective on every rank)."""
-    parameters = dict(model.named_parameters())
-    with deepspeed.zero.GatheredParameters(list(parameters.values()), modifier_rank=None):
+    def record(self, trainer) -> dict:
+        engine = trainer.model_wrapped
         return {
-            name: [float(p.detach().double().sum()), float(p.detach().double().abs().sum())]
-            for name, p in parameters.items()
+            "engine": type(engine).__name__,
+            "zero_stage": engine.zero_optimization_stage() if hasattr(engine, "zero_optimization_stage") else None,
+            # ZeRO-3's parameters: partitioned (`ds_numel`) and none kept whole on every process (`ds_persist`).
+            "partitioned": [name for name, p in trainer.model.named_parameters() if hasattr(p, "ds_numel")],
+            "persistent": [name for name, p in trainer.model.named_parameters() if getattr(p, "ds_persist", False)],
         }
-
-
-def partition_every_parameter(config) -> None:
-    """Under ZeRO-3, DeepSpeed keeps each parameter of fewer than `stage3_param_persistence_threshold` elements (1e5
-    by default) whole on every process, outside its collectives: every parameter of the toy model. At 0, the toy's
-    parameters are partitioned as a real model's large matrices are, so that every forward gathers them
-    collectively, as on a real model: a forward made on one process only then hangs the run."""
-    zero = config.deepspeed_plugin.deepspeed_config["zero_optimization"]
-    if zero["stage"] == 3:
-        zero["stage3_param_persistence_threshold"] = 0
-
-
-def save_reward_model(path: Path, task) -> None:
-    """A tiny sequence classifier with the toy tokenizer, saved by the main process for TRL to load. Built before
-    any trainer config exists: once one enables ZeRO-3, transformers builds models under `deepspeed.zero.Init`, a
-    collective that the other processes would not join."""
-    with PartialState().main_process_first():
-        if PartialState().is_main_process:
-            torch.manual_seed(1)
-            policy_config = task.model.config
-            config = Qwen2Config(
-                **{key: getattr(policy_config, key) for key in (
-                    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                    "num_key_value_heads", "max_position_embeddings", "pad_token_id", "eos_token_id", "bos_token_id",
-                )},
-                num_labels=1,
-            )  # fmt: skip
-            Qwen2ForSequenceClassification(config).save_pretrained(path)
-            task.tokenizer.save_pretrained(path)
-
-
-def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
-    trainer_class, config_class, rewards = DAPOTrainer, DAPOConfig, [HalfDegenerateReward(NUM_GENERATIONS)]
-    settings = dict(per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS, max_steps=STEPS)
-    kwargs, resume_from, output_name = {}, None, name
-    if name not in ("published", "dr_grpo"):  # DrGRPOConfig has no skipping field
-        settings.update(skip_degenerate_prompts=True)
-    if name in ("defaults", "resumed"):
-        settings.update(max_steps=RESUME_STEPS, save_strategy="steps", save_steps=SAVE_STEPS)
-    if name == "resumed":
-        settings.update(save_strategy="no")
-        output_name, resume_from = "defaults", str(out_dir / "defaults" / f"checkpoint-{SAVE_STEPS}")
-    elif name == "published":
-        settings.update(DAPO_AS_PUBLISHED)
-    elif name == "dr_grpo":
-        trainer_class, config_class = DrGRPOTrainer, DrGRPOConfig
-    elif name == "reward_model":
-        rewards.append(str(out_dir / REWARD_MODEL))
-    elif name == "lora":
-        kwargs["peft_config"] = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
-    elif name == "uneven":
-        rewards = [RankSkewedReward(NUM_GENERATIONS, rank)]
-        settings.update(per_device_train_batch_size=UNEVEN_PER_DEVICE_BATCH, ds3_gather_for_generation=False)
-    config = toy_config(config_class, out_dir / output_name, **settings)
-    partition_every_parameter(config)
-    trainer = trainer_class(
-        copy.deepcopy(pristine), rewards, args=config, train_dataset=task.train_dataset,
-        processing_class=task.tokenizer, **kwargs,
-    )  # fmt: skip
-    if name == "uneven" and rank == 1:
-        trainer.generation_config.min_new_tokens = config.max_completion_length
-    before = weight_sums(trainer.model)
-    steps: list[dict] = []
-    with recording_steps(trainer, steps):
-        trainer.train(resume_from_checkpoint=resume_from)
-    engine = trainer.model_wrapped
-    record = {
-        "rank": trainer.accelerator.process_index,
-        "num_processes": trainer.accelerator.num_processes,
-        "distributed_type": str(trainer.accelerator.distributed_type),
-        "engine": type(engine).__name__,
-        "zero_stage": engine.zero_optimization_stage() if hasattr(engine, "zero_optimization_stage") else None,
-        "reward_engines": [type(func).__name__ for func in trainer.reward_funcs],
-        # ZeRO-3's parameters: partitioned (`ds_numel`) and none kept whole on every process (`ds_persist`).
-        "partitioned": [name for name, p in trainer.model.named_parameters() if hasattr(p, "ds_numel")],
-        "persistent": [name for name, p in trainer.model.named_parameters() if getattr(p, "ds_persist", False)],
-        "global_step": trainer.state.global_step,
-        "weights_before": before,
-        "weights_after": weight_sums(trainer.model),
-        "steps": steps,
-        "logs": [
-            {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
-            for entry in trainer.state.log_history
-            if "loss" in entry
-        ],
-    }
-    (out_dir / f"{name}_rank{record['rank']}.json").write_text(json.dumps(record))
 
 
 def main() -> None:
@@ -167,18 +52,11 @@ def main() -> None:
     parser.add_argument("--out", required=True, type=Path, help="folder of the records, the runs and checkpoints")
     parser.add_argument("--runs", required=True, help="comma-separated run names, in order")
     args = parser.parse_args()
-    runs, rank = args.runs.split(","), int(os.environ["RANK"])
-    args.out.mkdir(parents=True, exist_ok=True)
-    # The rewards are keyed on the prompt, so the policy's skill is irrelevant: a short warm start saves time.
-    task = make_toy_task(seed=0, warm_start_steps=10)
-    pristine = copy.deepcopy(task.model)
-    if "reward_model" in runs:
-        save_reward_model(args.out / REWARD_MODEL, task)
+    runs = args.runs.split(",")
+    task, pristine = warm_task(runs, args.out)
     for name in runs:
-        run(name, task, pristine, args.out, rank)
-    # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+        run(name, task, pristine, args.out, int(os.environ["RANK"]), Zero())
+    end_process_group()
 
 
 if __name__ == "__main__":
