@@ -32,3 +32,11 @@ REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
 
 class CliUsageError(Exception):
     """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""
+
+
+def check_minimums(args, minimums: dict[str, int]) -> None:
+    """Raises `CliUsageError` for the first of the parsed integer options `minimums` names that is below its minimum."""
+    for name, low in minimums.items():
+        value = getattr(args, name)
+        if value is not None and value < low:
+            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")

@@ -6,7 +6,8 @@ stored as a table (`field_table`: every option of the real parser with its value
 that parser with `argparse` alone, so a flag reads exactly as it will later: the same abbreviations, negative
 numbers and type errors. On the values it reads, this module checks what needs no model: unknown flags and recipe
 keys (with the nearest field names), types, choices and ranges (`field_ranges`), the required model and reward,
-the reward names, the output folder, and bf16 on a machine without a GPU. The later full parse raises the same
+the reward names, the output folder, bf16 on a machine without a GPU, and the local model folders and data file
+(its prompt column, read from the file's head). The later full parse raises the same
 messages from the same functions for whatever gets past here (this package's cross-field rules, transformers' own).
 
 Where no table matches the installed versions (`field_table.stored_field_table`), nothing is checked here and the
@@ -24,7 +25,16 @@ import yaml
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.names import accepted_names_text, reward_name_problem
 from .common import ACCELERATE_CONFIG_FLAG, CliUsageError
+from .data_file_columns import column_surely_absent, data_file_columns
 from .output import check_output_dir
+from .sources import (
+    NO_DATASET,
+    check_local_dataset,
+    check_model_folder,
+    local_data_file,
+    looks_like_path,
+    missing_column_problem,
+)
 
 # argparse reads "-1" and "-0.5" as values but "-1e-6" as an option; this also matches scientific notation.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
@@ -268,3 +278,31 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
     bf16 = value("bf16") if value("bf16") is not None else not value("fp16")
     if (bf16 or value("bf16_full_eval")) and not value("use_cpu") and not has_accelerator_device():
         raise CliUsageError(BF16_WITHOUT_GPU)
+    check_local_sources(value)
+
+
+def check_local_sources(value) -> None:
+    """The model folders and the dataset where they are local paths, as `train.run_training` checks them before it
+    loads anything; Hub ids are left to it. `value(name)` is a field's value as the command line and recipe set it."""
+    for name in ("model_name_or_path", "reward_model_name_or_path"):
+        path = value(name)
+        if path is not None and looks_like_path(str(path)):
+            check_model_folder(f"--{name}", str(path))
+    if value("reasoning_gym_task") or value("datasets"):
+        return
+    dataset = value("dataset_name")
+    if not dataset:
+        raise CliUsageError(NO_DATASET)
+    if not looks_like_path(dataset):
+        return
+    check_local_dataset(dataset)
+    data_file = local_data_file(dataset)
+    # One file is read into a `train` split under the `default` config; other splits and configs are refused later.
+    if data_file is None or value("dataset_config") is not None or (value("dataset_train_split") or "train") != "train":
+        return
+    columns = data_file_columns(data_file)
+    if columns is None:
+        return
+    for column, flag in ((value("prompt_column") or "prompt", "prompt_column"), (value("solution_column"), "solution_column")):
+        if column is not None and column_surely_absent(data_file, column, columns):
+            raise CliUsageError(missing_column_problem(column, flag, "train", columns))

@@ -4,8 +4,7 @@ mistyped option answer at once."""
 import argparse
 import shlex
 
-from .common import REAL_DEMO_DEFAULTS, REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
-
+from .common import REAL_DEMO_DEFAULTS, REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError, check_minimums
 
 
 class _RealDemoArgumentParser(argparse.ArgumentParser):
@@ -57,10 +56,7 @@ def real_demo_main(argv: list[str]) -> int:
         "--threads", type=int, default=None, help="torch threads (default: torch's default, one per physical core)"
     )
     args = parser.parse_args(argv)
-    for name, low in (("steps", 1), ("held_out_prompts", 1), ("samples_per_prompt", 1), ("threads", 1)):
-        value = getattr(args, name)
-        if value is not None and value < low:
-            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")
+    check_minimums(args, {"steps": 1, "held_out_prompts": 1, "samples_per_prompt": 1, "threads": 1})
     from .reasoning_gym_data import parse_task_config
     from .real_demo import run_real_demo
 
