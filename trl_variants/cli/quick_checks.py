@@ -26,6 +26,7 @@ from ..reliability.field_ranges import first_range_problem
 from ..rewards.names import accepted_names_text, reward_name_problem
 from .common import ACCELERATE_CONFIG_FLAG, CliUsageError
 from .data_file_columns import column_surely_absent, data_file_columns
+from .launch import missing_launch_package_problem
 from .output import check_output_dir
 from .sources import (
     NO_DATASET,
@@ -149,6 +150,16 @@ def check_launch_tokens(tokens: list[str], command: str, config_name: str, launc
         expects_value = not has_inline_value and launch_options.get(key, True)
 
 
+def accelerate_config_value(tokens: list[str], recipe: dict) -> str | None:
+    """The `--accelerate_config` value of the launcher's tokens (`--accelerate_config X` or `=X`), else the recipe's."""
+    for index, token in enumerate(tokens):
+        key, has_inline_value, inline_value = token.partition("=")
+        if key == ACCELERATE_CONFIG_FLAG:
+            return inline_value if has_inline_value else (tokens[index + 1] if index + 1 < len(tokens) else None)
+    value = recipe.get(ACCELERATE_CONFIG_FLAG.removeprefix("--"))
+    return None if value is None else str(value)
+
+
 def check_model_and_reward(model_name_or_path, reward_funcs, reward_model, reasoning_gym_task) -> None:
     if model_name_or_path is None:
         raise CliUsageError("model_name_or_path is required: pass --model_name_or_path or set it in the recipe.")
@@ -262,6 +273,10 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
         if key not in dests and f"--{key}" not in launch_options and f"--{key}" != ACCELERATE_CONFIG_FLAG:
             raise CliUsageError(recipe_key_problem(key, recipe_path, config_name, command, field_options))
     check_launch_tokens(remaining, command, config_name, launch_options, field_options)
+    launch_config = accelerate_config_value(remaining, recipe)
+    problem = None if launch_config is None else missing_launch_package_problem(launch_config)
+    if problem is not None:
+        raise CliUsageError(problem)
 
     def value(name):
         return getattr(namespace, name, None)
