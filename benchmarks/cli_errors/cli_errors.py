@@ -94,7 +94,7 @@ def command_line(arm: str, argv: list[str]) -> list[str] | None:
 def seconds_to_error(command: list[str]) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=REPO_ROOT)
     elapsed = time.perf_counter() - started
     lines = [line for line in result.stderr.splitlines() if line.startswith("trl-variants: error:")]
     if result.returncode != 2 or len(lines) != 1:
