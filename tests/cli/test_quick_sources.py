@@ -67,6 +67,7 @@ MISTAKES = {
     "missing data file": lambda tmp_path: flags(tmp_path, model_folder(tmp_path), tmp_path / "no-such.jsonl"),
     "missing data folder": lambda tmp_path: flags(tmp_path, model_folder(tmp_path), "./no-such-folder/"),
     "missing model folder": lambda tmp_path: flags(tmp_path, tmp_path / "no-model", "openai/gsm8k"),
+    "no dataset": lambda tmp_path: flags(tmp_path, model_folder(tmp_path), "x")[:2] + flags(tmp_path, "m", "x")[4:],
     "model folder without weights": lambda tmp_path: flags(tmp_path, tmp_path, "openai/gsm8k"),
     "missing reward model folder": lambda tmp_path: flags(
         tmp_path, model_folder(tmp_path), "openai/gsm8k", "--reward_model_name_or_path", "./no-reward-model"

@@ -298,12 +298,16 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
 
 def check_local_sources(value) -> None:
     """The model folders and the dataset where they are local paths, as `train.run_training` checks them before it
-    loads anything; Hub ids are left to it. `value(name)` is a field's value as the command line and recipe set it."""
+    loads anything; Hub ids are left to it. `value(name)` is a field's value as the command line and recipe set it.
+    A reasoning-gym task is checked there first, when it builds the task's entries, so a run that names one is
+    left to it whole: the first mistake reported is the same either way."""
+    if value("reasoning_gym_task"):
+        return
     for name in ("model_name_or_path", "reward_model_name_or_path"):
         path = value(name)
         if path is not None and looks_like_path(str(path)):
             check_model_folder(f"--{name}", str(path))
-    if value("reasoning_gym_task") or value("datasets"):
+    if value("datasets"):
         return
     dataset = value("dataset_name")
     if not dataset:
