@@ -146,6 +146,9 @@ def command_lines(tmp_path) -> dict[str, list[str]]:
     return {
         "missing data file": ["dapo", *flags(tmp_path, model, tmp_path / "no-such.jsonl")],
         "data file without the prompt column": ["dapo", *flags(tmp_path, model, data)],
+        "Parquet file without the prompt column": [
+            "dapo", *flags(tmp_path, model, write_data_file(tmp_path / "data.parquet"))
+        ],
         "missing model folder": ["dapo", *flags(tmp_path, tmp_path / "no-model", data)],
         "demo --steps 0": ["demo", "--steps", "0", "--output_dir", str(tmp_path / "demo")],
         "real-demo --held_out_prompts 0": ["real-demo", "--held_out_prompts", "0"],
@@ -156,6 +159,7 @@ def command_lines(tmp_path) -> dict[str, list[str]]:
 EXPECTED_LINES = {
     "missing data file": "--dataset_name=",
     "data file without the prompt column": "dataset column 'prompt' (prompt_column) is missing",
+    "Parquet file without the prompt column": "dataset column 'prompt' (prompt_column) is missing",
     "missing model folder": "--model_name_or_path=",
     "demo --steps 0": "--steps 0 is not allowed; expected an integer >= 1.",
     "real-demo --held_out_prompts 0": "--held_out_prompts 0 is not allowed",
