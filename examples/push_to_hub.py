@@ -1,6 +1,6 @@
 """Train with DAPO and publish the model and its model card on the Hugging Face Hub.
 
-    huggingface-cli login
+    hf auth login
     python examples/push_to_hub.py --hub_model_id your-name/toy-dapo
 
 The model card names the variant (DAPO), its key settings (clip range, loss aggregation, overlong filtering and

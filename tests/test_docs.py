@@ -407,7 +407,7 @@ def test_index_describes_the_demo_task_as_it_is():
 
 STUDY_INTERVAL = re.compile(r"\+?(-?\d+\.\d+) \[(-?\d+\.\d+), (-?\d+\.\d+)\]")
 STUDY_PASSAGES = {  # (file, start, end) of each passage that quotes the real-model study
-    "README.md": ("What our evidence shows", "On the toy task"),
+    "README.md": ("**Evidence**", "## The swap"),
     "docs/dynamic_sampling.md": ("### On a real model", "An earlier 20-step benchmark"),
     "docs/benchmarks.md": ("**The study that replaced it**", "Curves and a table"),
 }
@@ -427,3 +427,19 @@ def test_real_model_study_figures_quoted_in_the_docs_are_the_reports(name):
     # The decision's lower end, to four decimals, wherever the passage names it.
     for lower_end in re.findall(r"-0\.\d{4}\b", passage):
         assert f"lower end {lower_end}" in report, lower_end
+
+
+def test_readme_says_which_torch_build_the_pin_installs_and_how_long_the_tests_take():
+    """The set-up commands' torch pin chooses a version, not a build: the README says what it resolves to on a
+    machine without a GPU and gives PyTorch's CPU-index command for the same version; the test command's duration,
+    with its machine, and the fast loop sit next to it."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    install = normalised(readme.split("\n## Install\n", 1)[1].split("\n## Set-up\n", 1)[0])
+    setup = normalised(readme.split("\n## Set-up\n", 1)[1].split("\n## ", 1)[0])
+    pins = {re.search(r"torch==[\w.]+", command).group() for command in readme_setup_commands()}
+    assert len(pins) == 1, pins
+    (pin,) = pins
+    assert f"pip install {pin} --index-url https://download.pytorch.org/whl/cpu" in install
+    assert "CUDA" in install and "without a GPU" in install
+    assert re.search(r"test suite \(python -m pytest -q\) took about [\d.]+ minutes", setup)
+    assert "2-core" in setup and 'python -m pytest -q -m "not slow"' in setup

@@ -33,7 +33,9 @@ def tables():
 
 
 def base_flags(tmp_path) -> list[str]:
-    return ["--model_name_or_path", str(tmp_path / "no-model"), "--dataset_name", str(tmp_path / "no-data"),
+    """Valid flags around each mistake. Hub ids are checked only by the full run (`train.run_training`), which the
+    parse alone does not reach; local paths are checked quickly (tests/cli/test_quick_sources.py)."""
+    return ["--model_name_or_path", "Qwen/Qwen2.5-0.5B", "--dataset_name", "openai/gsm8k",
             "--reward_funcs", "dapo_accuracy", "--output_dir", str(tmp_path / "out"), "--use_cpu", "true",
             "--bf16", "false"]  # fmt: skip
 

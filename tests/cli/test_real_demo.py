@@ -167,10 +167,11 @@ def test_progress_lines_for_both_evaluations_and_every_step(tiny_model, tmp_path
 @pytest.mark.parametrize(
     "interrupt_at, kept",
     [
-        # The line of step 3 is printed once step 3 is logged, before its checkpoint is written: steps 1-2 are kept.
-        ("step 3/4", "steps 1-2 of 4, their log and the checkpoint of step 2 are kept in "),
+        # The line of step 3 is printed once step 3's checkpoint is complete: steps 1-3 are kept.
+        ("step 3/4", "steps 1-3 of 4 kept, with the log and the checkpoint of step 3, in "),
+        ("step 1/4", "step 1 of 4 kept, with the log and the checkpoint of step 1, in "),
         # During the evaluation after training: every step is kept, and the resumed run only evaluates and saves.
-        ("Held-out pass rate after training", "all 4 steps, their log and their last checkpoint are kept in "),
+        ("Held-out pass rate after training", "all 4 steps kept, with the log and the last checkpoint, in "),
     ],
 )
 def test_an_interrupt_keeps_the_work_and_the_same_command_finishes_it_exactly(
@@ -188,7 +189,7 @@ def test_an_interrupt_keeps_the_work_and_the_same_command_finishes_it_exactly(
     assert f"To resume, run the same command again from {os.getcwd()}:\n  the command" in printed
     assert not output_dir.exists()
     logged = [json.loads(line)["step"] for line in (tmp_path / "resumed.partial" / LOG_FILE).read_text().splitlines()]
-    assert logged[:2] == [1, 2]
+    assert logged[:1] == [1]
 
     resumed = io.StringIO()
     run_real_demo(output_dir=str(output_dir), out=resumed, **run)
@@ -216,7 +217,7 @@ def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, t
     command = "trl-variants real-demo " + " ".join(flags)
     assert f"To resume, run the same command again from {tmp_path}:\n  {command}\n" in stdout
     (kept,) = [line for line in stdout.splitlines() if line.startswith("Interrupted: steps 1-")]
-    assert kept.endswith(f"are kept in {tmp_path / 'out.partial'}/.")
+    assert kept.endswith(f", in {tmp_path / 'out.partial'}/.")
     assert (tmp_path / "out.partial" / LOG_FILE).is_file()
 
     monkeypatch.chdir(tmp_path)

@@ -21,7 +21,7 @@ deepspeed_test = [
     pytest.mark.slow,
     pytest.mark.multiprocess,
     pytest.mark.skipif(
-        DEEPSPEED_MISSING, reason="deepspeed is not installed (pip install deepspeed==0.19.8; .ci/run installs it)"
+        DEEPSPEED_MISSING, reason="deepspeed is not installed (pip install \".[deepspeed]\"; .ci/run installs it)"
     ),
 ]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"

@@ -25,6 +25,8 @@ REAL_DEMO_DEFAULTS = {
     "--samples_per_prompt": 4,
     "--output_dir": "real-demo-output",
 }
+# Written last into a finished `trl-variants real-demo` output folder.
+REAL_DEMO_SUMMARY_FILE = "real_demo_summary.json"
 # How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
 # text, the README and docs/cli.md all say it in these words (docs/cli.md has the measurement and the effect of load).
 REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
@@ -32,3 +34,11 @@ REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
 
 class CliUsageError(Exception):
     """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""
+
+
+def check_minimums(args, minimums: dict[str, int]) -> None:
+    """Raises `CliUsageError` for the first of the parsed integer options `minimums` names that is below its minimum."""
+    for name, low in minimums.items():
+        value = getattr(args, name)
+        if value is not None and value < low:
+            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")

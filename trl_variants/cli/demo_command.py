@@ -3,7 +3,8 @@
 
 import argparse
 
-from .common import DEMO_DEFAULT_OUTPUT_DIR, DEMO_DEFAULT_STEPS, VARIANT_COMMANDS, CliUsageError
+from .common import DEMO_DEFAULT_OUTPUT_DIR, DEMO_DEFAULT_STEPS, VARIANT_COMMANDS, CliUsageError, check_minimums
+from .output import check_output_dir
 
 
 class _DemoArgumentParser(argparse.ArgumentParser):
@@ -24,6 +25,9 @@ def demo_main(argv: list[str]) -> int:
     parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
     parser.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     args = parser.parse_args(argv)
+    # Checked before the demo module (torch, TRL) loads, which takes seconds; `run_demo` checks them again.
+    check_minimums(args, {"steps": 1})
+    check_output_dir(args.output_dir)
     from .demo import run_demo
 
     run_demo(args.steps, args.seed, args.output_dir, args.variant, show_progress=not args.no_progress)

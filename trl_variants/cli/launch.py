@@ -6,16 +6,71 @@
 through. Each process then runs `python -m trl_variants.cli <variant> <training flags>`.
 """
 
+import importlib.metadata
 import importlib.resources
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
+
+import yaml
 
 from .common import ACCELERATE_CONFIG_FLAG, CliUsageError
 
 # Set in the processes accelerate starts, so they train instead of launching again.
 LAUNCHED_ENV = "TRL_VARIANTS_LAUNCHED"
 CLI_MODULE = "trl_variants.cli"
+
+
+# What an accelerate config's `distributed_type` needs installed: the module accelerate imports, and how to get it.
+DISTRIBUTED_TYPE_NEEDS = {
+    "DEEPSPEED": ("deepspeed", "the tested version from this repository with `pip install \".[deepspeed]\"{torch_pin}`"),
+    "MEGATRON_LM": ("megatron", "Megatron-LM as accelerate's Megatron-LM guide says"),
+    "XLA": ("torch_xla", "torch_xla for your torch version"),
+}
+
+
+def accelerate_config_file(value: str) -> Path | None:
+    """The file `--accelerate_config VALUE` names: a YAML file, or one of TRL's bundled configs, found without
+    importing TRL (which takes a second)."""
+    if Path(value).is_file():
+        return Path(value)
+    spec = importlib.util.find_spec("trl")
+    if spec is None or spec.origin is None:
+        return None
+    bundled = Path(spec.origin).parent / "accelerate_configs" / f"{value}.yaml"
+    return bundled if bundled.is_file() else None
+
+
+def missing_launch_package_problem(value: str) -> str | None:
+    """The message when the accelerate config `value` names trains with a package that is not installed;
+    without it, `accelerate launch` fails with a traceback."""
+    path = accelerate_config_file(value)
+    try:
+        config = yaml.safe_load(path.read_text()) if path is not None else None
+    except (OSError, yaml.YAMLError):
+        return None  # left to accelerate, which reports it
+    if not isinstance(config, dict):
+        return None
+    distributed_type = str(config.get("distributed_type", "")).upper()
+    if distributed_type not in DISTRIBUTED_TYPE_NEEDS:
+        return None
+    module, how = DISTRIBUTED_TYPE_NEEDS[distributed_type]
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return (
+        f"--accelerate_config {value}: distributed_type {distributed_type} needs {module}, which is not installed; "
+        f"install {how.format(torch_pin=installed_torch_pin())}."
+    )
+
+
+def installed_torch_pin() -> str:
+    """' torch==VERSION' for the installed torch (read from its metadata, without importing it), so that pip keeps
+    that build rather than replacing it; '' when torch is not installed."""
+    try:
+        return f" torch=={importlib.metadata.version('torch')}"
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def accelerate_launch_options() -> dict[str, bool]:
@@ -53,6 +108,9 @@ def resolve_launch_args(launch_args: list[str]) -> list[str]:
                 f"--accelerate_config {value!r} is neither a file nor one of TRL's bundled configs "
                 f"{bundled_accelerate_configs()}."
             )
+        problem = missing_launch_package_problem(value)
+        if problem is not None:
+            raise CliUsageError(problem)
     try:
         return resolve_accelerate_config_argument(list(launch_args))
     except ValueError as error:

@@ -11,6 +11,7 @@ Mistakes in the input (an unknown reward, a missing dataset column, a recipe key
 output folder) print one line starting with `trl-variants: error:` and exit with code 2.
 """
 
+import difflib
 import sys
 
 from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
@@ -50,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return real_demo_main(options)
         if command not in VARIANT_COMMANDS:
-            raise CliUsageError(
-                f"unknown command {command!r}; choose one of demo, real-demo, {', '.join(VARIANT_COMMANDS)}."
-            )
+            raise CliUsageError(unknown_command_problem(command))
         return run_variant_command(command, options)
     except CliUsageError as error:
         print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
@@ -61,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         # The demo has already removed its staging folder; a training run keeps its checkpoints.
         print("trl-variants: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
+
+
+def unknown_command_problem(command: str) -> str:
+    commands = ("demo", "real-demo", *VARIANT_COMMANDS)
+    close = difflib.get_close_matches(command, commands, n=2, cutoff=0.6)
+    guess = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return f"unknown command {command!r}{guess}; choose one of {', '.join(commands)}."
 
 
 def run_variant_command(command: str, options: list[str]) -> int:

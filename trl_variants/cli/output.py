@@ -37,6 +37,16 @@ def check_output_dir(path: str | os.PathLike) -> None:
         ) from None
 
 
+def check_not_finished(output_dir: str | os.PathLike, marker_file: str, overwrite: bool) -> None:
+    """Raises `CliUsageError` when `output_dir` already holds a finished run (its `marker_file`) and `overwrite` is
+    off: running again would replace it."""
+    if not overwrite and (Path(output_dir).expanduser() / marker_file).is_file():
+        raise CliUsageError(
+            f"output_dir {str(output_dir)!r} already holds a finished run ({marker_file}); pass --overwrite to "
+            "replace it, or another --output_dir."
+        )
+
+
 class StagedFolder:
     """A temporary sibling folder `.NAME.partial-XXXX` that becomes `final_path` in `publish()`.
 

@@ -6,7 +6,8 @@ stored as a table (`field_table`: every option of the real parser with its value
 that parser with `argparse` alone, so a flag reads exactly as it will later: the same abbreviations, negative
 numbers and type errors. On the values it reads, this module checks what needs no model: unknown flags and recipe
 keys (with the nearest field names), types, choices and ranges (`field_ranges`), the required model and reward,
-the reward names, the output folder, and bf16 on a machine without a GPU. The later full parse raises the same
+the reward names, the output folder, bf16 on a machine without a GPU, and the local model folders and data file
+(its prompt column, read from the file's head). The later full parse raises the same
 messages from the same functions for whatever gets past here (this package's cross-field rules, transformers' own).
 
 Where no table matches the installed versions (`field_table.stored_field_table`), nothing is checked here and the
@@ -24,7 +25,17 @@ import yaml
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.names import accepted_names_text, reward_name_problem
 from .common import ACCELERATE_CONFIG_FLAG, CliUsageError
+from .data_file_columns import column_surely_absent, data_file_columns
+from .launch import missing_launch_package_problem
 from .output import check_output_dir
+from .sources import (
+    NO_DATASET,
+    check_local_dataset,
+    check_model_folder,
+    local_data_file,
+    looks_like_path,
+    missing_column_problem,
+)
 
 # argparse reads "-1" and "-0.5" as values but "-1e-6" as an option; this also matches scientific notation.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
@@ -137,6 +148,16 @@ def check_launch_tokens(tokens: list[str], command: str, config_name: str, launc
                 f"option{did_you_mean(key, [*field_options, *launch_options])}; see `trl-variants {command} --help`."
             )
         expects_value = not has_inline_value and launch_options.get(key, True)
+
+
+def accelerate_config_value(tokens: list[str], recipe: dict) -> str | None:
+    """The `--accelerate_config` value of the launcher's tokens (`--accelerate_config X` or `=X`), else the recipe's."""
+    for index, token in enumerate(tokens):
+        key, has_inline_value, inline_value = token.partition("=")
+        if key == ACCELERATE_CONFIG_FLAG:
+            return inline_value if has_inline_value else (tokens[index + 1] if index + 1 < len(tokens) else None)
+    value = recipe.get(ACCELERATE_CONFIG_FLAG.removeprefix("--"))
+    return None if value is None else str(value)
 
 
 def check_model_and_reward(model_name_or_path, reward_funcs, reward_model, reasoning_gym_task) -> None:
@@ -252,6 +273,10 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
         if key not in dests and f"--{key}" not in launch_options and f"--{key}" != ACCELERATE_CONFIG_FLAG:
             raise CliUsageError(recipe_key_problem(key, recipe_path, config_name, command, field_options))
     check_launch_tokens(remaining, command, config_name, launch_options, field_options)
+    launch_config = accelerate_config_value(remaining, recipe)
+    problem = None if launch_config is None else missing_launch_package_problem(launch_config)
+    if problem is not None:
+        raise CliUsageError(problem)
 
     def value(name):
         return getattr(namespace, name, None)
@@ -268,3 +293,35 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
     bf16 = value("bf16") if value("bf16") is not None else not value("fp16")
     if (bf16 or value("bf16_full_eval")) and not value("use_cpu") and not has_accelerator_device():
         raise CliUsageError(BF16_WITHOUT_GPU)
+    check_local_sources(value)
+
+
+def check_local_sources(value) -> None:
+    """The model folders and the dataset where they are local paths, as `train.run_training` checks them before it
+    loads anything; Hub ids are left to it. `value(name)` is a field's value as the command line and recipe set it.
+    A reasoning-gym task is checked there first, when it builds the task's entries, so a run that names one is
+    left to it whole: the first mistake reported is the same either way."""
+    if value("reasoning_gym_task"):
+        return
+    for name in ("model_name_or_path", "reward_model_name_or_path"):
+        path = value(name)
+        if path is not None and looks_like_path(str(path)):
+            check_model_folder(f"--{name}", str(path))
+    if value("datasets"):
+        return
+    dataset = value("dataset_name")
+    if not dataset:
+        raise CliUsageError(NO_DATASET)
+    if not looks_like_path(dataset):
+        return
+    check_local_dataset(dataset)
+    data_file = local_data_file(dataset)
+    # One file is read into a `train` split under the `default` config; other splits and configs are refused later.
+    if data_file is None or value("dataset_config") is not None or (value("dataset_train_split") or "train") != "train":
+        return
+    columns = data_file_columns(data_file)
+    if columns is None:
+        return
+    for column, flag in ((value("prompt_column") or "prompt", "prompt_column"), (value("solution_column"), "solution_column")):
+        if column is not None and column_surely_absent(data_file, column, columns):
+            raise CliUsageError(missing_column_problem(column, flag, "train", columns))

@@ -29,10 +29,10 @@ from ..real.run import DEFAULT_TASK, make_held_out, train_and_evaluate
 from ..real.sittings import kept_work
 from ..real.smollm2 import SmolLM2Unavailable, cache_root, smollm2_folder
 from ..rewards.reasoning_gym_source import ReasoningGymError
-from .common import REAL_DEMO_DEFAULTS, CliUsageError
-from .output import ResumableFolder, check_output_dir
+from .common import REAL_DEMO_DEFAULTS, REAL_DEMO_SUMMARY_FILE, CliUsageError
+from .output import ResumableFolder, check_not_finished, check_output_dir
 
-SUMMARY_FILE = "real_demo_summary.json"
+SUMMARY_FILE = REAL_DEMO_SUMMARY_FILE
 LOG_FILE = "training_log.jsonl"
 
 
@@ -48,10 +48,12 @@ def run_real_demo(
     threads: int | None = None,
     out=None,
     command: str | None = None,
+    overwrite: bool = False,
 ):
     """Runs the example, or continues an interrupted run of the same settings, and writes its output folder;
     returns the `RealRunResult`. `command`: the command line that started it, printed on an interrupt as the way to
-    resume (default: the `trl-variants real-demo` command of these settings)."""
+    resume (default: the `trl-variants real-demo` command of these settings). A finished run already in
+    `output_dir` is refused unless `overwrite`, which replaces it once the new run finishes."""
     out = out or sys.stdout
     task = task or DEFAULT_TASK
     settings = {
@@ -60,6 +62,7 @@ def run_real_demo(
     }  # fmt: skip
     command = command or real_demo_command_line(settings, output_dir)
     check_output_dir(output_dir)
+    check_not_finished(output_dir, SUMMARY_FILE, overwrite)
     try:
         print(f"Loading SmolLM2-135M-Instruct (converted once, cached under {cache_root()})...", file=out, flush=True)
         smollm2_folder()

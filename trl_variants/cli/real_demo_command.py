@@ -4,8 +4,15 @@ mistyped option answer at once."""
 import argparse
 import shlex
 
-from .common import REAL_DEMO_DEFAULTS, REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
-
+from .common import (
+    REAL_DEMO_DEFAULTS,
+    REAL_DEMO_DURATION,
+    REAL_DEMO_SUMMARY_FILE,
+    VARIANT_COMMANDS,
+    CliUsageError,
+    check_minimums,
+)
+from .output import check_not_finished, check_output_dir
 
 
 class _RealDemoArgumentParser(argparse.ArgumentParser):
@@ -56,11 +63,15 @@ def real_demo_main(argv: list[str]) -> int:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's default, one per physical core)"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="replace a finished run in OUTPUT_DIR (default off: running into a finished output folder is refused)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    for name, low in (("steps", 1), ("held_out_prompts", 1), ("samples_per_prompt", 1), ("threads", 1)):
-        value = getattr(args, name)
-        if value is not None and value < low:
-            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")
+    check_minimums(args, {"steps": 1, "held_out_prompts": 1, "samples_per_prompt": 1, "threads": 1})
+    # Checked before torch, TRL and the model load, which takes seconds; `run_real_demo` checks them again.
+    check_output_dir(args.output_dir)
+    check_not_finished(args.output_dir, REAL_DEMO_SUMMARY_FILE, args.overwrite)
     from .reasoning_gym_data import parse_task_config
     from .real_demo import run_real_demo
 
@@ -76,5 +87,6 @@ def real_demo_main(argv: list[str]) -> int:
         samples_per_prompt=args.samples_per_prompt,
         threads=args.threads,
         command=shlex.join(["trl-variants", "real-demo", *argv]),
+        overwrite=args.overwrite,
     )
     return 0

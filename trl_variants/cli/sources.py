@@ -12,6 +12,7 @@ from .common import CliUsageError
 MODEL_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json", ".pt", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 DATA_FILE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet", ".arrow", ".txt", ".tsv", ".json.gz", ".jsonl.gz")
+NO_DATASET = "no dataset: pass --dataset_name (a Hub id, a local folder or one data file) or a `datasets:` list."
 # How long a reachability check of the Hub may take before the run is refused (seconds).
 HUB_CHECK_TIMEOUT = 10
 
@@ -34,12 +35,13 @@ def looks_like_path(value: str) -> bool:
 def check_model_source(flag: str, value: str, revision: str | None = None, needs_tokenizer: bool = True) -> None:
     """Raises `CliUsageError` when `value` is neither a local model folder nor a Hub model that can be reached."""
     if looks_like_path(value):
-        _check_model_folder(flag, value, needs_tokenizer)
+        check_model_folder(flag, value, needs_tokenizer)
     else:
         _check_hub_repo(flag, value, "model", revision, "config.json")
 
 
-def _check_model_folder(flag: str, value: str, needs_tokenizer: bool) -> None:
+def check_model_folder(flag: str, value: str, needs_tokenizer: bool = True) -> None:
+    """Raises `CliUsageError` when the local folder `value` does not hold a model (and its tokenizer)."""
     path = os.path.abspath(os.path.expanduser(value))
     if not os.path.exists(path):
         raise CliUsageError(
@@ -124,9 +126,14 @@ def _dataset_in_datasets_cache(value: str) -> bool:
 
 def check_dataset_source(value: str, dataset_config: str | None) -> None:
     """Raises `CliUsageError` when `--dataset_name` is neither a local data folder/file nor a reachable Hub dataset."""
-    if not looks_like_path(value):
+    if looks_like_path(value):
+        check_local_dataset(value)
+    else:
         _check_hub_repo("--dataset_name", value, "dataset", None, "README.md")
-        return
+
+
+def check_local_dataset(value: str) -> None:
+    """Raises `CliUsageError` when the local `--dataset_name` is missing or holds no data file."""
     path = os.path.abspath(os.path.expanduser(value))
     if not os.path.exists(path):
         raise CliUsageError(
@@ -139,6 +146,12 @@ def check_dataset_source(value: str, dataset_config: str | None) -> None:
             f"--dataset_name={value!r} holds no data files: looked for *.json, *.jsonl, *.csv or *.parquet in "
             f"{path}, found {sorted(files)[:8]}."
         )
+
+
+def missing_column_problem(column: str, flag: str, split_name: str, columns: list[str]) -> str:
+    """The message for a `--prompt_column` or `--solution_column` the dataset's split does not have."""
+    hint = "; name the prompt column with --prompt_column" if column == "prompt" else ""
+    return f"dataset column {column!r} ({flag}) is missing from split {split_name!r}; it has {columns}{hint}."
 
 
 def local_data_file(value: str | None) -> str | None:

@@ -17,12 +17,14 @@ from ..vllm_cpu import keep_linear_weights_reloadable
 from .args import CliUsageError, ParsedCommand, Variant
 from .reasoning_gym_data import reasoning_gym_training_source
 from .sources import (
+    NO_DATASET,
     check_chat_template,
     check_dataset_source,
     check_model_source,
     data_file_loader,
     dataset_config_problem,
     local_data_file,
+    missing_column_problem,
 )
 
 # With `gradient_checkpointing` on, as GRPOConfig's default (kept by the variant configs) has it, TRL and the
@@ -135,9 +137,7 @@ def load_splits(script_args, dataset_args) -> DatasetDict:
         if dataset_args.datasets:
             return get_dataset(with_data_files_resolved(dataset_args))
         if not script_args.dataset_name:
-            raise CliUsageError(
-                "no dataset: pass --dataset_name (a Hub id, a local folder or one data file) or a `datasets:` list."
-            )
+            raise CliUsageError(NO_DATASET)
         check_dataset_source(script_args.dataset_name, script_args.dataset_config)
         data_file = local_data_file(script_args.dataset_name)
         if data_file is not None:
@@ -198,10 +198,7 @@ def prepare_split(splits, split_name: str, script_args, role: str) -> Dataset | 
     for source, target in renames.items():
         if source not in columns:
             flag = "prompt_column" if target == "prompt" else "solution_column"
-            hint = "" if source != "prompt" else "; name the prompt column with --prompt_column"
-            raise CliUsageError(
-                f"dataset column {source!r} ({flag}) is missing from split {split_name!r}; it has {columns}{hint}."
-            )
+            raise CliUsageError(missing_column_problem(source, flag, split_name, columns))
     copies = {source: target for source, target in renames.items() if source != target}
     if copies:
         # Copied, not renamed: a reward function may still read the original column (e.g. `answer`).

@@ -28,7 +28,7 @@ from ..rewards.reasoning_gym_source import (
 )
 from ..variants import VARIANTS
 from .evaluation import PassRate, sampled_pass_rate
-from .progress import StepProgress, clock, evaluation_progress
+from .progress import StepHeartbeat, StepProgress, clock, evaluation_progress
 from .sittings import CHECKPOINT_EVERY_STEP, EarlierSittings, earlier_sittings, keep_before, remove_sitting_files
 from .smollm2 import load_smollm2
 
@@ -297,12 +297,15 @@ def train_and_evaluate(
             report(f"Training {variant} for {steps} steps on {len(train.dataset)} prompts ({train.excluded} held-out "
                    "questions removed), a line per step...")
             log_callback = RunLogCallback(measure, eval_every, log_path, previous=earlier.records)
-            all_callbacks = [log_callback, *([StepProgress(report)] if progress else []), *(callbacks or [])]
+            heartbeat = StepHeartbeat(report)
+            shown = [StepProgress(report, checkpoints=resume), heartbeat] if progress else []
+            all_callbacks = [log_callback, *shown, *(callbacks or [])]
             if earlier.step >= steps:
                 trainer = _trainer_at(earlier.checkpoint, variant, model, tokenizer, train, config, all_callbacks)
                 train_seconds = log_callback.earlier_seconds
             else:
                 trainer = _build_trainer(variant, model, tokenizer, train, config, all_callbacks)
+                heartbeat.watch(trainer)
                 trainer.train(resume_from_checkpoint=earlier.checkpoint)
                 train_seconds = log_callback.train_seconds()
             report(f"  trained in {clock(train_seconds)}"

@@ -91,10 +91,11 @@ def kept_work(folder: str | os.PathLike, steps: int) -> str:
     """What an interrupted run of `steps` steps kept in `folder`, in a sentence."""
     step = checkpoint_step(last_complete_checkpoint(str(folder)))
     if step >= steps:
-        return (f"all {steps} steps, their log and their last checkpoint are kept in {folder}/; resuming evaluates "
+        return (f"all {steps} steps kept, with the log and the last checkpoint, in {folder}/; resuming evaluates "
                 "the trained model and saves it")
     if step > 0:
-        return f"steps 1-{step} of {steps}, their log and the checkpoint of step {step} are kept in {folder}/"
+        done = "step 1" if step == 1 else f"steps 1-{step}"
+        return f"{done} of {steps} kept, with the log and the checkpoint of step {step}, in {folder}/"
     if (Path(folder) / BEFORE_FILE).is_file():
         return f"no step had finished; the evaluation before training is kept in {folder}/"
     return f"nothing had finished yet; {folder}/ holds the run's settings"
