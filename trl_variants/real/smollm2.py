@@ -64,9 +64,14 @@ def missing_wheel_message() -> str:
     )
 
 
+# Raised when the conversion itself changes, so that folders an older conversion wrote are converted again.
+# 2: the tokenizer's end and pad tokens are taken from the GGUF file's metadata.
+CONVERSION_VERSION = 2
+
+
 def _source_fingerprint(path: Path) -> dict:
     stat = path.stat()
-    return {"gguf_file": path.name, "gguf_bytes": stat.st_size}
+    return {"gguf_file": path.name, "gguf_bytes": stat.st_size, "conversion": CONVERSION_VERSION}
 
 
 def _is_complete(folder: Path, fingerprint: dict | None) -> bool:
@@ -119,6 +124,7 @@ def _convert(source: Path, folder: Path, fingerprint: dict) -> None:
             if progress:
                 transformers_logging.enable_progress_bar()
         model = _without_quantization_config(gguf_model)
+        _use_the_models_special_tokens(tokenizer, model.config)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / CONVERSION_MARKER).write_text(json.dumps(fingerprint, indent=2) + "\n", encoding="utf-8")
@@ -132,6 +138,18 @@ def _convert(source: Path, folder: Path, fingerprint: dict) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _use_the_models_special_tokens(tokenizer, config) -> None:
+    """Sets the tokenizer's end and pad tokens to those the GGUF metadata gives the model (`<|im_end|>`, id 2, for
+    both). Some transformers releases (5.25 among them) read the GGUF tokenizer with `<|im_start|>` as its end token
+    and no pad token, which would make every completion run to its length limit and batched generation refuse to
+    pad."""
+    for role in ("eos", "pad"):
+        token_id = getattr(config, f"{role}_token_id")
+        if token_id is None:
+            raise RuntimeError(f"the GGUF file gives SmolLM2-135M-Instruct no {role} token id; cannot convert it")
+        setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(token_id))
 
 
 def _without_quantization_config(gguf_model):
