@@ -37,12 +37,12 @@ def trl_accelerate_config(zero_stage: int) -> Path:
     return Path(trl.__file__).resolve().parent / "accelerate_configs" / f"zero{zero_stage}.yaml"
 
 
-def run_zero(zero_stage: int, script: Path, out_dir: Path, timeout_s: float, *args) -> str:
-    """Runs `script --out out_dir *args` on two CPU processes under ZeRO stage `zero_stage`; fails the test on a
-    crash, or on a hang past `timeout_s` (every process is then killed)."""
+def run_zero(zero_stage: int, script: Path, out_dir: Path, timeout_s: float, *args, num_processes: int = 2) -> str:
+    """Runs `script --out out_dir *args` on `num_processes` CPU processes under ZeRO stage `zero_stage`; fails the
+    test on a crash, or on a hang past `timeout_s` (every process is then killed)."""
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(trl_accelerate_config(zero_stage)),
-        "--num_processes", "2", "--mixed_precision", "no", "--main_process_ip", "127.0.0.1",
+        "--num_processes", str(num_processes), "--mixed_precision", "no", "--main_process_ip", "127.0.0.1",
         "--main_process_port", str(free_port()), str(script), "--out", str(out_dir), *map(str, args),
     ]  # fmt: skip
     env = {key: value for key, value in os.environ.items() if key != "ACCELERATE_USE_CPU"}
