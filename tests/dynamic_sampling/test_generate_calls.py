@@ -179,12 +179,12 @@ def loss_recorder(trainer) -> list[dict]:
     return inputs
 
 
-def run(task, tmp_path, fail=lambda rows, log: False, **overrides):
+def run(task, tmp_path, fail=lambda rows, log: False, trainer_class=DAPOTrainer, config_class=DAPOConfig, **overrides):
     config = toy_config(
-        DAPOConfig, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
+        config_class, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
         steps_per_generation=STEPS_PER_GENERATION, max_steps=4, **overrides,
     )  # fmt: skip
-    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    trainer = toy_trainer(trainer_class, config, task, reward_funcs=[HalfDegenerateReward(G)])
     log = watch_generate(trainer, fail)
     losses = loss_recorder(trainer)
     trainer.train()

@@ -17,7 +17,6 @@ import torch
 from transformers import LlamaConfig, Qwen2VLConfig
 from trl import GRPOConfig, GRPOTrainer
 
-from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling import generation_memory
 from trl_variants.dynamic_sampling.generate_calls import plan_calls
 from trl_variants.dynamic_sampling.generation_memory import (
@@ -32,9 +31,8 @@ from trl_variants.dynamic_sampling.generation_memory import (
     row_bytes,
 )
 
-from ..helpers import run_two_processes, toy_config, toy_trainer
-from .scripts.rewards import HalfDegenerateReward
-from .test_generate_calls import GENERATION_ROWS, PER_DEVICE_BATCH, STEPS_PER_GENERATION, G, watch_generate
+from ..helpers import run_two_processes
+from .test_generate_calls import GENERATION_ROWS, G, run
 
 # The formula, without a model.
 
@@ -95,22 +93,11 @@ def reading_allowing(monkeypatch, rows: int) -> list[int]:
     return estimates
 
 
-def train(trainer_class, config_class, task, tmp_path, **overrides):
-    config = toy_config(
-        config_class, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
-        steps_per_generation=STEPS_PER_GENERATION, max_steps=4, **overrides,
-    )  # fmt: skip
-    trainer = toy_trainer(trainer_class, config, task, reward_funcs=[HalfDegenerateReward(G)])
-    log = watch_generate(trainer)
-    trainer.train()
-    return trainer, log
-
-
 def test_the_plan_cuts_each_round_into_calls_of_the_rows_that_fit_and_is_logged_once(task, tmp_path, monkeypatch,
                                                                                      caplog):  # fmt: skip
     estimates = reading_allowing(monkeypatch, 2 * GENERATION_ROWS - G)
     with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.generate_calls"):
-        trainer, log = train(DAPOTrainer, DAPOConfig, task, tmp_path)
+        trainer, log, _ = run(task, tmp_path)
     assert len(estimates) == len(log.turns)  # one plan per round
     for rows, calls in zip(log.turn_rows, log.turns, strict=True):
         assert calls == [stop - start for start, stop in plan_calls(rows, G, 2 * GENERATION_ROWS - G)]
@@ -121,8 +108,8 @@ def test_the_plan_cuts_each_round_into_calls_of_the_rows_that_fit_and_is_logged_
 
 def test_a_reading_that_allows_one_generation_batch_gives_grpo_trainers_calls(task, tmp_path, monkeypatch):
     reading_allowing(monkeypatch, GENERATION_ROWS)
-    _, dapo = train(DAPOTrainer, DAPOConfig, copy.deepcopy(task), tmp_path / "dapo")
-    _, grpo = train(GRPOTrainer, GRPOConfig, task, tmp_path / "grpo")
+    _, dapo, _ = run(copy.deepcopy(task), tmp_path / "dapo")
+    _, grpo, _ = run(task, tmp_path / "grpo", trainer_class=GRPOTrainer, config_class=GRPOConfig)
     assert grpo.turns == [[GENERATION_ROWS]] * 2
     # Every round went to generate in GRPOTrainer's calls: one generation batch each, a refill round's last call
     # the rest of it.

@@ -174,6 +174,8 @@ class GenerateCallsMixin:
     _rows_per_call_after_oom: int | None = None
     # Set for the first turn of a generation round (`_planned_round`): its calls are planned before the first.
     _round_to_plan: bool = False
+    # The latest round's plan (rows per call; None before any plan or without a memory reading).
+    _planned_rows_per_call: int | None = None
     _plan_logged: bool = False
 
     @contextmanager
@@ -285,7 +287,7 @@ class GenerateCallsMixin:
         accelerator, args = self.accelerator, self.args
         dtype_bytes = 2 if accelerator.mixed_precision in ("bf16", "fp16") else self.model.dtype.itemsize
         shape = generation_memory.decoder_shape(self.model.config, dtype_bytes)
-        longest = max(len(ids) for ids in prompt_ids)
+        longest = max((len(ids) for ids in prompt_ids), default=0)
         multiple = self.pad_to_multiple_of or 1
         padded = -(-longest // multiple) * multiple
         per_row = generation_memory.row_bytes(shape, padded, self.max_completion_length)
@@ -299,6 +301,7 @@ class GenerateCallsMixin:
         if accelerator.num_processes > 1:
             # accelerate.utils.gather, not `accelerator.gather`, which rounds.metric_gathers_skipped stubs out here.
             rows = int(gather(torch.tensor([rows], device=accelerator.device)).min())
+        self._planned_rows_per_call = rows
         if not self._plan_logged:
             self._plan_logged = True
             logger.info(

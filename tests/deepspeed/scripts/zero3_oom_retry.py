@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tests.deepspeed.scripts.zero_runs import partition_every_parameter
+from tests.deepspeed.scripts.zero_runs import partition_every_parameter, training_logs
 from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
 from tests.helpers import toy_config
 from trl_variants import DAPOConfig, DAPOTrainer
@@ -82,11 +82,7 @@ def run(name: str, task, pristine, out_dir: Path) -> None:
         "zero_stage": trainer.model_wrapped.zero_optimization_stage(),
         "global_step": trainer.state.global_step,
         "losses": losses,
-        "logs": [
-            {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
-            for entry in trainer.state.log_history
-            if "loss" in entry
-        ],
+        "logs": training_logs(trainer),
     })
     (out_dir / f"{name}.json").write_text(json.dumps(record))
 

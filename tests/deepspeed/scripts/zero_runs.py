@@ -104,6 +104,15 @@ def save_reward_model(path: Path, task) -> None:
             task.tokenizer.save_pretrained(path)
 
 
+def training_logs(trainer) -> list[dict]:
+    """The logged training steps, without the timings that differ from run to run."""
+    return [
+        {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
+        for entry in trainer.state.log_history
+        if "loss" in entry
+    ]
+
+
 def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
     trainer_class, config_class, rewards = DAPOTrainer, DAPOConfig, [HalfDegenerateReward(NUM_GENERATIONS)]
     settings = dict(per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS, max_steps=STEPS)
@@ -153,11 +162,7 @@ def run(name: str, task, pristine, out_dir: Path, rank: int) -> None:
         "weights_before": before,
         "weights_after": weight_sums(trainer.model),
         "steps": steps,
-        "logs": [
-            {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
-            for entry in trainer.state.log_history
-            if "loss" in entry
-        ],
+        "logs": training_logs(trainer),
     }
     (out_dir / f"{name}_rank{record['rank']}.json").write_text(json.dumps(record))
 
