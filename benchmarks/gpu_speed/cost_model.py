@@ -240,8 +240,8 @@ def main(argv=None) -> None:
                 continue
             bound = (f"{DECISIVE_SAVING:.0%} or more while the rest of a step takes at most {break_even:.1f} s"
                      if break_even > 0 else f"less than {DECISIVE_SAVING:.0%} whatever the rest of a step takes")
-            print(f"{arm}: a first round of margin {margin:g} instead of {REFILL_MARGIN:g} saves {saving:.1%} of step "
-                  f"time ({bound}).")  # fmt: skip
+            print(f"{arm}: a first round of margin {margin:g} instead of {REFILL_MARGIN:g} saves {saving:.1%} of the "
+                  f"predicted step ({bound}).")  # fmt: skip
 
 
 if __name__ == "__main__":
