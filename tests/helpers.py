@@ -111,13 +111,13 @@ def trl_accelerate_config(name: str) -> Path:
     return Path(trl.__file__).resolve().parent / "accelerate_configs" / f"{name}.yaml"
 
 
-def accelerate_launch_command(config_file, script, *args) -> list[str]:
-    """`accelerate launch` of `script` on two processes on a free local port, with accelerate config `config_file`,
+def accelerate_launch_command(config_file, script, *args, num_processes: int = 2) -> list[str]:
+    """`accelerate launch` of `script` on `num_processes` processes (two by default) on a free local port, with accelerate config `config_file`,
     in fp32: TRL's YAMLs ask for bf16, which these CPU runs replace by fp32, so that two sides computed alike (rank
     against rank, resume against the uninterrupted run) compare exactly."""
     return [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file),
-        "--num_processes", "2", "--mixed_precision", "no", "--main_process_ip", "127.0.0.1",
+        "--num_processes", str(num_processes), "--mixed_precision", "no", "--main_process_ip", "127.0.0.1",
         "--main_process_port", str(free_port()), str(script), *map(str, args),
     ]  # fmt: skip
 

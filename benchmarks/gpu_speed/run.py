@@ -15,20 +15,25 @@ generation batch, the call size dynamic sampling used before a round went to `ge
 
 Per arm, over the steps after `--warmup-steps`: seconds per optimizer step, completions generated and informative
 rows (trained rows of groups whose rewards differ) per step, seconds per informative row and its ratio to `grpo`,
-peak GPU memory (`torch.cuda.max_memory_allocated`; n/a on CPU), and the shares of the step spent in the model's
-`generate` calls, the reward function, no-grad log-prob passes (old policy, reference, carried rows) and the rest
-of the scoring pass; also `generate` calls and generation rounds per step. Each arm's figures are appended to
-`arms.jsonl` as it finishes, so a run cut short keeps what it measured, and `table.md` is rewritten after each arm.
-`--repeats N` runs the arm list N times in turn (the table gives each arm's median); `--profile` also writes each
-arm's cProfile listing (`profile_<arm>.txt`).
+also against `grpo` at the informative share its reward fixes (over 10 steps its measured count scatters by about
+8 %), peak GPU memory (`torch.cuda.max_memory_allocated`, each arm started after freeing the previous one's; n/a on
+CPU), the rows per call the memory plan chose and any cap an out-of-memory error taught, and the shares of the step
+spent in the model's `generate` calls, the reward function, no-grad log-prob passes (old policy, reference,
+carried rows) and the rest of the scoring pass; also `generate` calls and generation rounds per step, and every
+call's rows and seconds (the curve `cost_model.py` reads). Completions end at lengths drawn from a fixed
+distribution (workload.py), so that a call's longest row matters as in a real run. Each arm's figures are appended
+to `arms.jsonl` as it finishes, so a run cut short keeps what it measured, and `table.md` is rewritten after each
+arm. `--repeats N` runs the arm list N times in turn (the table gives each arm's median); `--profile` also writes
+each arm's cProfile listing (`profile_<arm>.txt`).
 
 Defaults on CUDA: `per_device_train_batch_size=32`, `gradient_accumulation_steps=4`, `num_generations=8`, 256-token
-completions, bf16, 3 measured steps; `--tiny` (and any run without CUDA): a 2-layer model, 4, 2, 4, 8 tokens,
+completions, bf16, 10 measured steps; `--tiny` (and any run without CUDA): a 2-layer model, 4, 2, 4, 8 tokens,
 float32, 2 measured steps. Any size can be given instead.
 """
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import os
@@ -76,7 +81,7 @@ class Meter(TrainerCallback):
     @staticmethod
     def _fresh() -> dict:
         return {"generate_s": 0.0, "generate_calls": 0, "generated_rows": 0, "reward_s": 0.0, "nograd_logp_s": 0.0,
-                "scoring_s": 0.0, "phase1_s": 0.0}  # fmt: skip
+                "scoring_s": 0.0, "phase1_s": 0.0, "calls": []}  # fmt: skip
 
     def now(self) -> float:
         if self.cuda:
@@ -91,17 +96,19 @@ class Meter(TrainerCallback):
             try:
                 return function(*args, **kwargs)
             finally:
-                self.current[key] += self.now() - start
+                elapsed = self.now() - start
+                self.current[key] += elapsed
                 if count is not None:
-                    count(self.current, *args, **kwargs)
+                    count(self.current, elapsed, *args, **kwargs)
 
         wrapper.__name__ = getattr(function, "__name__", key)
         return wrapper
 
     def attach(self, trainer) -> None:
-        def count_generate(current, *args, **kwargs):
+        def count_generate(current, elapsed, *args, **kwargs):
             current["generate_calls"] += 1
             current["generated_rows"] += kwargs["input_ids"].shape[0]
+            current["calls"].append([kwargs["input_ids"].shape[0], elapsed])  # the cost model's curve (cost_model.py)
 
         model = trainer.model
         model.generate = self.timed(model.generate, "generate_s", count=count_generate)
@@ -137,6 +144,14 @@ def machine_name(cuda: bool) -> str:
     return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
 
 
+def release_memory(cuda: bool) -> None:
+    """Frees what finished arms left: a trainer survives in reference cycles (its callbacks and the wrappers on its
+    instance) until garbage collection, with its model and optimizer state on the device."""
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
 def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path) -> dict:
     label, trainer_class, config_class, overrides = ARMS[arm]
     sizes = options.sizes
@@ -144,7 +159,11 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         key: sizes["batch"] * sizes["accumulation"] if value == BATCH_CALLS else value
         for key, value in overrides.items()
     }
+    release_memory(cuda)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     model = workload.build_model(options.shape, tokenizer, options.seed)
+    workload.end_rows_at_drawn_lengths(model, tokenizer.eos_token_id, sizes["completion"], options.seed)
     meter = Meter(cuda)
     reward = meter.timed(workload.synthetic_correctness, "reward_s")
     with tempfile.TemporaryDirectory() as scratch:
@@ -159,8 +178,6 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
             model, [reward], args=config, train_dataset=prompts.dataset, processing_class=tokenizer, callbacks=[meter]
         )
         meter.attach(trainer)
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
         profiler = cProfile.Profile() if options.profile else None
         if profiler:
             profiler.enable()
@@ -173,9 +190,18 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         logs = {entry["step"]: entry for entry in trainer.state.log_history if "frac_reward_zero_std" in entry}
         trained_rows = config.per_device_train_batch_size * config.gradient_accumulation_steps
         trained_rows *= trainer.accelerator.num_processes
+        planned = getattr(trainer, "_planned_rows_per_call", None)
+        learned = getattr(trainer, "_rows_per_call_after_oom", None)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+    del trainer, model
+    release_memory(cuda)
     measured = meter.steps[options.warmup_steps :]
     total_s = sum(step["step_s"] for step in measured)
     informative = [trained_rows * (1 - logs[step["step"]]["frac_reward_zero_std"]) for step in measured]
+    # Without dynamic sampling every group is trained, informative or not: the reward fixes the expected share, and
+    # measured counts over few steps scatter around it (binomial).
+    expected = trained_rows * options.expected_informative_share
+    expected = None if getattr(config, "dynamic_sampling", False) else expected
     rounds = [logs[step["step"]].get("dynamic_sampling/rounds") for step in measured]
 
     def total(key: str) -> float:
@@ -189,15 +215,38 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         "completions_per_step": total("generated_rows") / len(measured),
         "informative_rows_per_step": statistics.fmean(informative),
         "s_per_informative_row": total_s / sum(informative) if sum(informative) else None,
-        "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+        "s_per_expected_informative_row": total_s / len(measured) / expected if expected else None,
+        "peak_gpu_memory_gib": peak, "planned_rows_per_call": planned, "rows_per_call_after_oom": learned,
         "generation_share": share("generate_s"), "reward_share": share("reward_s"),
         "nograd_logp_share": share("nograd_logp_s"),
         "scoring_other_share": share("scoring_s") - share("generate_s") - share("reward_s") - share("nograd_logp_s"),
         "generate_calls_per_step": total("generate_calls") / len(measured),
         "generate_s_per_completion": total("generate_s") / total("generated_rows"),
         "rounds_per_step": statistics.fmean(rounds) if None not in rounds else None,
+        "mean_completion_length": statistics.fmean(logs[step["step"]]["completions/mean_length"] for step in measured),
         "steps": measured,
     }  # fmt: skip
+
+
+def measure_curve(options, tokenizer, prompts, cuda: bool) -> dict:
+    """Seconds of one `generate` call of each of `options.curve_rows` rows (the study's model, prompts and drawn
+    completion lengths, after one warm-up call), for cost_model.py."""
+    release_memory(cuda)
+    device = "cuda" if cuda else "cpu"
+    dtype = torch.bfloat16 if options.bf16 else torch.float32
+    model = workload.build_model(options.shape, tokenizer, options.seed).to(device=device, dtype=dtype)
+    workload.end_rows_at_drawn_lengths(model, tokenizer.eos_token_id, options.sizes["completion"], options.seed)
+    meter, seconds = Meter(cuda), []
+    for rows in [options.curve_rows[0], *options.curve_rows]:
+        batch = tokenizer(prompts.dataset["prompt"][:rows], return_tensors="pt", padding=True).to(device)
+        start = meter.now()
+        with torch.no_grad():
+            model.generate(**batch, do_sample=True, max_new_tokens=options.sizes["completion"],
+                           pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        seconds.append(meter.now() - start)
+    del model
+    release_memory(cuda)
+    return {"rows": options.curve_rows, "seconds": seconds[1:], "max_new_tokens": options.sizes["completion"]}
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -212,18 +261,23 @@ def table(results: list[dict], header: str) -> str:
         return statistics.median(values) if values else None
 
     baseline = median("grpo", "s_per_informative_row") if "grpo" in arms else None
+    expected_baseline = median("grpo", "s_per_expected_informative_row") if "grpo" in arms else None
     lines = [header, "",
              "| trainer | s/step | completions generated / step | informative rows / step | s per informative row "
-             "| vs `GRPOTrainer` | peak GPU memory (GiB) | generation's share | `generate` calls / step | rounds / step "
-             "| `generate` s / completion |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| vs `GRPOTrainer` | vs `GRPOTrainer` at the expected share | peak GPU memory (GiB) | planned rows / call "
+             "| generation's share | `generate` calls / step | rounds / step | `generate` s / completion |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for arm in arms:
         row = median(arm, "s_per_informative_row")
         ratio = f"{row / baseline:.2f}x" if baseline and row else "n/a"
+        # Arms without dynamic sampling at their expected informative share, the others at their measured one.
+        expected_row = median(arm, "s_per_expected_informative_row") or row
+        expected_ratio = f"{expected_row / expected_baseline:.2f}x" if expected_baseline and expected_row else "n/a"
         lines.append(
             f"| {ARMS[arm][0]} | {fmt(median(arm, 's_per_step'), 2)} | {fmt(median(arm, 'completions_per_step'), 0)} "
-            f"| {fmt(median(arm, 'informative_rows_per_step'), 1)} | {fmt(row, 4)} | {ratio} "
-            f"| {fmt(median(arm, 'peak_gpu_memory_gib'), 1)} | {fmt(median(arm, 'generation_share'), 2)} "
+            f"| {fmt(median(arm, 'informative_rows_per_step'), 1)} | {fmt(row, 4)} | {ratio} | {expected_ratio} "
+            f"| {fmt(median(arm, 'peak_gpu_memory_gib'), 1)} | {fmt(median(arm, 'planned_rows_per_call'), 0)} "
+            f"| {fmt(median(arm, 'generation_share'), 2)} "
             f"| {fmt(median(arm, 'generate_calls_per_step'), 1)} | {fmt(median(arm, 'rounds_per_step'), 2)} "
             f"| {fmt(median(arm, 'generate_s_per_completion'), 4)} |"
         )
@@ -238,8 +292,10 @@ def parse_args(argv=None):
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=DEFAULT_ARMS)
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model and small batches, for a CPU")
     parser.add_argument("--warmup-steps", type=int, default=1)
-    parser.add_argument("--steps", type=int, help="measured optimizer steps per arm (3 on CUDA, 2 with --tiny)")
+    parser.add_argument("--steps", type=int, help="measured optimizer steps per arm (10 on CUDA, 2 with --tiny)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--curve-rows", type=int, nargs="+", metavar="ROWS",
+                        help="also time one generate call of each of these rows (curve.json, for cost_model.py)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--prompts", type=int, default=4096)
@@ -265,7 +321,7 @@ def main(argv=None) -> None:
     defaults = GPU_SIZES if cuda else TINY_SIZES
     options.sizes = {key: getattr(options, key) or value for key, value in defaults.items()}
     options.bf16 = cuda if options.bf16 is None else options.bf16
-    options.steps = options.steps or (3 if cuda else 2)
+    options.steps = options.steps or (10 if cuda else 2)
     options.shape = dict(workload.TINY if options.tiny or not cuda else workload.SMOLLM2_360M)
     if options.hidden_size:
         options.shape.update(hidden_size=options.hidden_size, intermediate_size=options.hidden_size * 8 // 3)
@@ -283,9 +339,14 @@ def main(argv=None) -> None:
     expected = statistics.fmean(
         workload.informative_probability(p, options.sizes["generations"]) for p in prompts.pass_probabilities
     )
+    options.expected_informative_share = expected
     header = (f"Written by `python -m benchmarks.gpu_speed.run` on {machine}; settings {json.dumps(settings)}; "
               f"{options.repeats} repeat(s), medians; a group is informative with probability {expected:.2f} "
               "over the prompts.")  # fmt: skip
+    if options.curve_rows:
+        curve = {**measure_curve(options, tokenizer, prompts, cuda), "machine": machine}
+        (output_dir / "curve.json").write_text(json.dumps(curve), encoding="utf-8")
+        print(f"generate seconds per call of {curve['rows']} rows: {curve['seconds']}", flush=True)
     results = []
     for repeat in range(options.repeats):
         for arm in options.arms:

@@ -1,5 +1,11 @@
 """The GPU-speed study's workload: a Llama built from a config with random weights, a tokenizer folder that travels,
-prompts with a fixed pass probability each, and a synthetic correctness reward decided by a hash of the completion.
+prompts with a fixed pass probability each, a synthetic correctness reward decided by a hash of the completion, and
+completions of varying length.
+
+A random-weight model never emits EOS, so every row would run to `max_completion_length`; real rows end at varied
+lengths, and a call runs until its longest row ends, which is what makes a larger call cost more. `EndAtDrawnLength`
+forces EOS at a length drawn for each row from a fixed distribution (`draw_completion_lengths`): a tenth of the rows
+run to the limit (truncated), the others end uniformly between an eighth of it and the limit.
 
 Nothing here learns or reads a model hub: the figures measure the cost of generating and training rows, and the
 reward makes a known share of groups informative whatever the random policy writes.
@@ -12,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
 # SmolLM2-360M's shape (HuggingFaceTB/SmolLM2-360M config.json); the vocabulary comes from the tokenizer.
 SMOLLM2_360M = dict(
@@ -20,6 +26,10 @@ SMOLLM2_360M = dict(
     rope_theta=100000.0, rms_norm_eps=1e-5,
 )  # fmt: skip
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+
+# Share of completions that run to max_completion_length; the others end uniformly in [limit / 8, limit).
+TRUNCATED_SHARE = 0.1
+SHORTEST_SHARE = 1 / 8
 
 # Shares of prompts whose groups are never right, always right, and in between (pass probability drawn uniformly).
 NEVER, ALWAYS = 0.25, 0.15
@@ -89,3 +99,45 @@ def synthetic_correctness(prompts, completions, completion_ids, pass_probability
 def informative_probability(pass_probability: float, group_size: int) -> float:
     """Probability that a group of `group_size` completions of a prompt mixes right and wrong ones."""
     return 1.0 - pass_probability**group_size - (1.0 - pass_probability) ** group_size
+
+
+def draw_completion_lengths(rows: int, limit: int, generator: torch.Generator) -> torch.Tensor:
+    """Each row's completion length, EOS included: `limit` (no EOS, truncated) for `TRUNCATED_SHARE` of the rows,
+    else uniform in `[ceil(limit * SHORTEST_SHARE), limit - 1]`."""
+    shortest = min(max(1, -(-limit // int(1 / SHORTEST_SHARE))), limit - 1) if limit > 1 else limit
+    lengths = torch.randint(shortest, max(shortest, limit - 1) + 1, (rows,), generator=generator)
+    truncated = torch.rand(rows, generator=generator) < TRUNCATED_SHARE
+    return torch.where(truncated, torch.full_like(lengths, limit), lengths)
+
+
+class EndAtDrawnLength(LogitsProcessor):
+    """Forces EOS as each row's completion reaches its drawn length; one instance per `generate` call."""
+
+    def __init__(self, eos_token_id: int, limit: int, generator: torch.Generator):
+        self.eos_token_id, self.limit, self.generator = eos_token_id, limit, generator
+        self.prompt_length = self.lengths = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.lengths is None:
+            self.prompt_length = input_ids.shape[1]
+            lengths = draw_completion_lengths(input_ids.shape[0], self.limit, self.generator)
+            self.lengths = lengths.to(input_ids.device)
+        # The token chosen now is number `generated + 1` of the completion.
+        ending = self.lengths == input_ids.shape[1] - self.prompt_length + 1
+        forced = torch.full_like(scores[0], float("-inf"))
+        forced[self.eos_token_id] = 0.0
+        return torch.where(ending[:, None], forced, scores)
+
+
+def end_rows_at_drawn_lengths(model, eos_token_id: int, limit: int, seed: int) -> None:
+    """Wraps `model.generate` on the instance so that every call ends its rows at drawn lengths, from one seeded
+    stream per model (the same distribution in every arm)."""
+    generator = torch.Generator().manual_seed(seed)
+    generate = model.generate
+
+    def generate_with_drawn_lengths(*args, **kwargs):
+        processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
+        processors.append(EndAtDrawnLength(eos_token_id, limit, generator))
+        return generate(*args, logits_processor=processors, **kwargs)
+
+    model.generate = generate_with_drawn_lengths

@@ -27,11 +27,11 @@ deepspeed_test = [
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
-def run_zero(zero_stage: int, script: Path, out_dir: Path, timeout_s: float, *args) -> str:
-    """Runs `script --out out_dir *args` on two CPU processes under ZeRO stage `zero_stage`; fails the test on a
+def run_zero(zero_stage: int, script: Path, out_dir: Path, timeout_s: float, *args, num_processes: int = 2) -> str:
+    """Runs `script --out out_dir *args` on `num_processes` CPU processes under ZeRO stage `zero_stage`; fails the test on a
     crash, or on a hang past `timeout_s` (every process is then killed)."""
     config = trl_accelerate_config(f"zero{zero_stage}")
-    command = accelerate_launch_command(config, script, "--out", out_dir, *args)
+    command = accelerate_launch_command(config, script, "--out", out_dir, *args, num_processes=num_processes)
     env = {key: value for key, value in os.environ.items() if key != "ACCELERATE_USE_CPU"}
     env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     return run_launch(command, env, timeout_s)

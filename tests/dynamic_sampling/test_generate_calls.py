@@ -9,6 +9,7 @@ set from the start draw the same random stream and are compared exactly.
 
 import copy
 import dataclasses
+import json
 import logging
 import re
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling import generate_calls
 from trl_variants.dynamic_sampling.generate_calls import (
     GenerateCallsMixin,
     call_unit,
@@ -25,6 +27,7 @@ from trl_variants.dynamic_sampling.generate_calls import (
     retry_problem,
     rows_of_fields,
 )
+from trl_variants.dynamic_sampling.trainer import STATE_FILE
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.chat_models import llava_task
@@ -80,10 +83,15 @@ def test_a_call_is_retried_only_where_every_process_can_go_on_alone():
     sharded = retry_problem(40, 4, 4, collectives=True, splittable=True, process=1, num_processes=2)
     assert "generate call of 40 rows on process 1 of 2" in sharded
     assert "DeepSpeed ZeRO-3 or FSDP" in sharded and "max_rows_per_generate_call to at most 20" in sharded
-    images = retry_problem(32, 4, 4, collectives=False, splittable=False, process=0, num_processes=1)
-    assert "image inputs cannot be cut by row" in images and "at most 16" in images
+    images = retry_problem(32, 4, 4, False, False, 0, 1, fields=["image_grid_thw", "pixel_values"])
+    assert "image inputs (['image_grid_thw', 'pixel_values']) cannot be cut by row" in images
+    # The advice names what the user can change; not the cap, which such inputs refuse.
+    assert "per_device_train_batch_size * steps_per_generation" in images and "use_vllm=True" in images
+    assert "max_rows_per_generate_call" not in images
     one_group = retry_problem(4, 4, 4, collectives=False, splittable=True, process=0, num_processes=1)
     assert "one group of num_generations=4 completions" in one_group and "max_completion_length" in one_group
+    # A call of one group has nothing to halve, whatever else holds.
+    assert retry_problem(4, 4, 4, True, False, 0, 2) == one_group
     assert "one row" in retry_problem(1, 1, 4, collectives=False, splittable=True, process=0, num_processes=1)
 
 
@@ -171,12 +179,12 @@ def loss_recorder(trainer) -> list[dict]:
     return inputs
 
 
-def run(task, tmp_path, fail=lambda rows, log: False, **overrides):
+def run(task, tmp_path, fail=lambda rows, log: False, trainer_class=DAPOTrainer, config_class=DAPOConfig, **overrides):
     config = toy_config(
-        DAPOConfig, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
+        config_class, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
         steps_per_generation=STEPS_PER_GENERATION, max_steps=4, **overrides,
     )  # fmt: skip
-    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    trainer = toy_trainer(trainer_class, config, task, reward_funcs=[HalfDegenerateReward(G)])
     log = watch_generate(trainer, fail)
     losses = loss_recorder(trainer)
     trainer.train()
@@ -279,3 +287,90 @@ def test_a_vision_language_models_rows_are_cut_with_their_own_images(tmp_path):
     assert all(calls == [G] * (rows // G) for rows, calls in zip(log.turn_rows, log.turns, strict=True))
     (batch,) = losses
     assert_rows_carry_their_own_images(processor, batch)
+
+
+def checkpointing_recorder(trainer) -> list[bool]:
+    """Whether gradient checkpointing is on, at each loss computation."""
+    states = []
+    compute_loss = trainer._compute_loss
+
+    def recording(model, batch):
+        states.append(trainer.accelerator.unwrap_model(model).is_gradient_checkpointing)
+        return compute_loss(model, batch)
+
+    trainer._compute_loss = recording
+    return states
+
+
+def test_a_retry_leaves_gradient_checkpointing_on_in_every_loss_computation(task, tmp_path):
+    config = toy_config(
+        DAPOConfig, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
+        steps_per_generation=STEPS_PER_GENERATION, max_steps=4, gradient_checkpointing=True,
+    )  # fmt: skip
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    # The first call of the second generation batch (step 3 of 4, after four loss computations) fails once.
+    log = watch_generate(trainer, lambda rows, log: trainer.state.global_step == 2 and not log.failed)
+    checkpointing = checkpointing_recorder(trainer)
+    trainer.train()
+    assert len(log.failed) == 1 and log.failed[0] > G
+    assert checkpointing == [True] * 8  # four loss computations before the error, four after it
+    # Generation itself still ran with checkpointing off, as TRL turns it off for every call.
+    assert trainer.accelerator.unwrap_model(trainer.model_wrapped).is_gradient_checkpointing
+
+
+def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path):
+    overrides = dict(save_strategy="steps", save_steps=2, dynamic_sampling_carry_surplus=False)
+    first_fails = lambda rows, log: rows == GENERATION_ROWS and not log.failed  # noqa: E731
+    hit, _, _ = run(copy.deepcopy(task), tmp_path, first_fails, **overrides)
+    assert hit._rows_per_call_after_oom == GENERATION_ROWS // 2
+    checkpoint = tmp_path / "checkpoint-2"
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    assert state["rows_per_call_after_oom"] == GENERATION_ROWS // 2
+
+    config = toy_config(
+        DAPOConfig, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
+        steps_per_generation=STEPS_PER_GENERATION, max_steps=4, **overrides,
+    )  # fmt: skip
+    resumed = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+    log = watch_generate(resumed)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    # From the resumed run's first call on, no call holds more than the learned cap.
+    assert log.turns and all(max(calls) == GENERATION_ROWS // 2 for calls in log.turns)
+    assert [sum(calls) for calls in log.turns] == log.turn_rows
+
+
+def test_an_error_during_evaluation_does_not_cap_training_calls(task, tmp_path, caplog):
+    config = toy_config(
+        DAPOConfig, tmp_path, per_device_train_batch_size=PER_DEVICE_BATCH, gradient_accumulation_steps=2,
+        steps_per_generation=STEPS_PER_GENERATION, max_steps=2, per_device_eval_batch_size=2 * G,
+    )  # fmt: skip
+    eval_dataset = task.train_dataset.select(range(4))
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)], eval_dataset=eval_dataset)
+    log = watch_generate(trainer, lambda rows, log: not trainer.model.training and not log.failed)
+    with caplog.at_level(logging.WARNING, logger="trl_variants.dynamic_sampling.generate_calls"):
+        trainer.evaluate()
+    assert log.failed == [2 * G]
+    assert [r.getMessage() for r in caplog.records if "ran out of memory" in r.getMessage()] == [
+        f"Generation ran out of memory in a generate call of {2 * G} rows on process 0; retrying it as calls of at "
+        f"most {G} rows, in this evaluation only (training calls keep their size)."
+    ]
+    log.turns.clear(), log.turn_rows.clear()
+    trainer.train()
+    assert trainer._rows_per_call_after_oom is None
+    assert log.turns == [[rows] for rows in log.turn_rows] and max(log.turn_rows) > GENERATION_ROWS
+
+
+def test_a_vision_language_models_fields_are_cut_only_when_a_call_is_split(tmp_path, monkeypatch):
+    model, processor, dataset = llava_task()
+
+    def cutting_fails(*args):
+        raise AssertionError("rows_of_fields called for a call that is not split")
+
+    monkeypatch.setattr(generate_calls, "rows_of_fields", cutting_fails)
+    config = toy_config(
+        DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=1, shuffle_dataset=False, max_completion_length=8
+    )  # fmt: skip
+    trainer = DAPOTrainer(model, [even_operand_reward], args=config, train_dataset=dataset, processing_class=processor)
+    log = watch_generate(trainer)
+    trainer.train()
+    assert log.turns == [[rows] for rows in log.turn_rows]

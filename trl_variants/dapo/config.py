@@ -82,9 +82,11 @@ class DAPOConfig(GRPOConfig):
             `generate` in one call, the fastest on a GPU, where a call of three generation batches costs little more
             than one of a single batch; its KV cache holds the round's rows. A smaller value cuts every call into
             calls of whole groups (a generation batch per process, `per_device_train_batch_size *
-            steps_per_generation`, holds no more memory than `GRPOTrainer`'s calls). An out-of-memory error in a
-            call halves it and retries (not under DeepSpeed ZeRO-3 or FSDP on several processes, where the error
-            names the value to set). Range: a multiple of `num_generations`, or `None`; `None` with `use_vllm` or
+            steps_per_generation`, holds no more memory than `GRPOTrainer`'s calls). On a CUDA or XPU device, each
+            round's calls are also planned to fit its free memory (never below one generation batch; see
+            docs/dynamic_sampling.md, "Generation calls and memory"). An out-of-memory error in a call halves it and
+            retries (not under DeepSpeed ZeRO-3 or FSDP on several processes, where the error names the value to
+            set). Range: a multiple of `num_generations`, or `None`; `None` with `use_vllm` or
             `use_transformers_continuous_batching`, which schedule their own batches.
         skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts predicted to
             give a degenerate group (all correct or all wrong) and replace them by other prompts. `True` needs
@@ -190,7 +192,8 @@ class DAPOConfig(GRPOConfig):
         metadata={
             "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): a "
             "generation round in one call, the fastest on a GPU, its KV cache holding the round's rows; a smaller "
-            "value cuts calls into whole groups to bound memory. An out-of-memory error halves a call and retries it, "
+            "value cuts calls into whole groups to bound memory. On CUDA/XPU the calls are also planned to fit free memory. "
+            "An out-of-memory error halves a call and retries it, "
             "except under DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or "
             "None."
         },

@@ -6,15 +6,34 @@ memory traffic and kernel launches, not by the number of rows, so one call of th
 more than one of a single batch, where three calls cost three times as much. The price is memory: a call's KV cache
 grows with its rows.
 
-Two things cut a call into smaller ones, each holding whole groups (`plan_calls`, `halve_call`, pure functions):
+Three things cut a call into smaller ones, each holding whole groups (`plan_calls`, `halve_call`, pure functions):
 
 - `max_rows_per_generate_call` caps every call from the start;
-- an out-of-memory error in a call (as accelerate's `should_reduce_batch_size` recognizes one) halves that call and
-  retries each half, after freeing what the failed call held (`clear_device_cache`). Every row is generated, in
-  order. The halved size then caps the run's later calls, as accelerate's `find_executable_batch_size` keeps its
-  reduced batch size, so the error costs one aborted call rather than one per round. That decorator itself is not
-  used: it retries its whole function from the start (regenerating the calls that fitted) and ends in a generic
-  error at size zero, where a call of one group that does not fit needs a message saying what to change.
+- on a device with a memory reading (CUDA, XPU), a round's calls are planned before the first of them: the rows
+  whose KV cache and logits fit in the free memory less a margin (generation_memory.py), never fewer than one
+  generation batch (`GRPOTrainer`'s call). On several processes the processes take the smallest plan of them all
+  (one gather of one integer per round, before any process enters `generate`), so that under ZeRO-3 or FSDP they
+  make the same calls. The first plan is logged once. On CPU there is no plan;
+- an out-of-memory error in a call (as accelerate's `should_reduce_batch_size` recognizes one), the last line of
+  defence, halves that call and retries each half, after freeing what the failed call held (`clear_device_cache`).
+  Every row is generated, in order. The halved size then caps the run's later training calls, as accelerate's
+  `find_executable_batch_size` keeps its reduced batch size, so the error costs one aborted call rather than one
+  per round (an error during evaluation caps nothing: evaluation batches are not training rounds). That decorator
+  itself is not used: it retries its whole function from the start (regenerating the calls that fitted) and ends
+  in a generic error at size zero, where a call of one group that does not fit needs a message saying what to
+  change. Checkpoints keep the learned cap (carry_checkpoint.py), so a resumed run does not meet the error again.
+
+A retry leaves training as it was. TRL 1.16 enters its generation context (`unwrap_model_for_generation`) inside
+`_generate_single_turn`, which turns gradient checkpointing off and, under ZeRO-3, removes DeepSpeed's module hooks
+before the call, and turns them back on after it with no `try/finally`: an error inside `generate` leaves both off,
+and every later loss computation would run without checkpointing (more memory, right after memory ran short).
+Everything else that context enters is a `with` (parameter gathering, the generation config override, `no_grad`,
+`summon_full_params`) and is undone by the error itself. The two are therefore restored after a failed call, to what
+they were before it (`_generation_changes_undone`), rather than halving inside TRL's context: holding that context
+across several calls would mean copying `_generate_single_turn`'s body (its padding, multimodal fields and EOS
+masking), or entering the context a second time around it, which under ZeRO-3 would gather the parameters twice
+and add the hooks back while the outer context still runs without them. The restore looks at the state, not at
+where the error came from: only what was on before the call and is off after it is turned back on.
 
 A call is halved only where that is safe (`retry_problem`). Under DeepSpeed ZeRO-3 or FSDP on several processes,
 every process must make the same `generate` calls: their forward passes gather parameters and synchronise
@@ -36,13 +55,18 @@ halved size set as cap.
 vLLM and transformers' continuous batching schedule their own batches and get every call whole.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from accelerate.utils import gather, gather_object
 from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
 from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 from transformers.utils import logging
+from trl.models.utils import add_hooks
 from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
+
+from . import generation_memory
 
 logger = logging.get_logger(__name__)
 
@@ -79,13 +103,20 @@ def halve_call(call: tuple[int, int], unit: int) -> list[tuple[int, int]] | None
 
 
 def retry_problem(
-    rows: int, unit: int, num_generations: int, collectives: bool, splittable: bool, process: int, num_processes: int
+    rows: int, unit: int, num_generations: int, collectives: bool, splittable: bool, process: int, num_processes: int,
+    fields: list[str] = (),
 ) -> str | None:
     """Why a call of `rows` rows that ran out of memory cannot be halved and retried, or `None` when it can.
 
     `collectives`: `generate` runs collectives across processes (ZeRO-3 or FSDP on several processes);
-    `splittable`: the call's image inputs can be cut by row."""
+    `splittable`: the call's image inputs (`fields`) can be cut by row."""
     largest_half = (rows // unit + 1) // 2 * unit
+    if rows <= unit:
+        what = f"one group of num_generations={num_generations} completions" if unit > 1 else "one row"
+        return (
+            f"Generation ran out of memory in a generate call of {rows} rows, {what}: the smallest call there "
+            "is. Lower max_completion_length or num_generations, use bf16 or a smaller model, or generate with vLLM."
+        )
     if collectives:
         return (
             f"Generation ran out of memory in a generate call of {rows} rows on process {process} of {num_processes}. "
@@ -96,15 +127,10 @@ def retry_problem(
         )
     if not splittable:
         return (
-            f"Generation ran out of memory in a generate call of {rows} rows whose image inputs cannot be cut by "
-            f"row, so the call cannot be halved. Set {CAP_FIELD} to at most {largest_half}, or lower "
-            "the generation batch."
-        )
-    if rows <= unit:
-        what = f"one group of num_generations={num_generations} completions" if unit > 1 else "one row"
-        return (
-            f"Generation ran out of memory in a generate call of {rows} rows, {what}: the smallest call there "
-            "is. Lower max_completion_length or num_generations, use bf16 or a smaller model, or generate with vLLM."
+            f"Generation ran out of memory in a generate call of {rows} rows whose image inputs ({list(fields)}) "
+            "cannot be cut by row, so the call cannot be split. Make the calls smaller with a smaller generation "
+            "batch per process (per_device_train_batch_size * steps_per_generation) or a lower "
+            "max_completion_length, or generate with vLLM (use_vllm=True)."
         )
     return None
 
@@ -140,27 +166,49 @@ def rows_of_fields(fields: dict, images: list | None, num_rows: int) -> RowField
 
 
 class GenerateCallsMixin:
-    """Cuts TRL's transformers generation calls as `max_rows_per_generate_call` and out-of-memory errors ask; see
-    the module docstring."""
+    """Cuts TRL's transformers generation calls as `max_rows_per_generate_call`, the memory plan and out-of-memory
+    errors ask, and restores what TRL's generation context left changed after a failed call; see the module
+    docstring."""
 
-    # Rows per call since an out-of-memory error halved one: the cap of every later call.
+    # Rows per call since an out-of-memory error halved a training call: the cap of every later training call.
     _rows_per_call_after_oom: int | None = None
+    # Set for the first turn of a generation round (`_planned_round`): its calls are planned before the first.
+    _round_to_plan: bool = False
+    # The latest round's plan (rows per call; None before any plan or without a memory reading).
+    _planned_rows_per_call: int | None = None
+    _plan_logged: bool = False
+
+    @contextmanager
+    def _planned_round(self):
+        """Marks the next `_generate_single_turn` call, a round's first turn on every process, for the memory plan."""
+        self._round_to_plan = True
+        try:
+            yield
+        finally:
+            self._round_to_plan = False
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         generate = super()._generate_single_turn
+        planning, self._round_to_plan = self._round_to_plan, False
         if self.use_vllm or self.use_transformers_continuous_batching:
             return generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         num_rows = len(prompt_ids)
         unit = call_unit(num_rows, num_generations)
-        caps = [cap for cap in (self.args.max_rows_per_generate_call, self._rows_per_call_after_oom) if cap]
+        user_cap = self.args.max_rows_per_generate_call
+        planned = self._planned_rows(prompt_ids, unit) if planning else None
+        caps = [cap for cap in (user_cap, planned, self._rows_per_call_after_oom) if cap]
         pending = plan_calls(num_rows, unit, min(caps, default=None))
-        per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
-        if len(pending) > 1 and per_row_fields is None:
-            raise ValueError(
-                f"{CAP_FIELD}={self.args.max_rows_per_generate_call!r} cannot be applied: this model's image inputs "
-                f"({sorted(multimodal_fields)}) cannot be cut by row, so a generate call cannot be split; set "
-                f"{CAP_FIELD}=None."
-            )
+        per_row_fields = None
+        if len(pending) > 1:
+            per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
+            if per_row_fields is None and user_cap is not None and user_cap < num_rows:
+                raise ValueError(
+                    f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs "
+                    f"({sorted(multimodal_fields)}) cannot be cut by row, so a generate call cannot be split; set "
+                    f"{CAP_FIELD}=None."
+                )
+            if per_row_fields is None:  # a plan or a learned cap: the inputs go whole, as GRPOTrainer's do
+                pending = [(0, num_rows)]
 
         def generate_rows(start, stop):
             if (start, stop) == (0, num_rows):
@@ -174,12 +222,17 @@ class GenerateCallsMixin:
         while pending:
             call = pending.pop(0)
             try:
-                outputs.append(generate_rows(*call))
+                with self._generation_changes_undone():
+                    outputs.append(generate_rows(*call))
                 continue
             except RuntimeError as error:
                 if not should_reduce_batch_size(error):
                     raise
-                problem = self._retry_problem(call[1] - call[0], unit, num_generations, per_row_fields is not None)
+                if per_row_fields is None and call[1] - call[0] > unit:
+                    per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
+                problem = self._retry_problem(
+                    call[1] - call[0], unit, num_generations, per_row_fields is not None, multimodal_fields
+                )
                 if problem is not None:
                     raise RuntimeError(f"{problem} The error was: {error}") from error
             # Out of the except block, so that the failed call's tensors, which its traceback holds, can be freed.
@@ -187,11 +240,14 @@ class GenerateCallsMixin:
             halves = halve_call(call, unit)
             pending[:0] = halves
             fitted = halves[0][1] - halves[0][0]
-            self._rows_per_call_after_oom = min(fitted, self._rows_per_call_after_oom or fitted)
+            if self.model.training:
+                self._rows_per_call_after_oom = min(fitted, self._rows_per_call_after_oom or fitted)
+                kept = f"the cap of every later call of this run (set {CAP_FIELD}={fitted} to start there)"
+            else:
+                kept = "in this evaluation only (training calls keep their size)"
             logger.warning(
                 f"Generation ran out of memory in a generate call of {call[1] - call[0]} rows on process "
-                f"{self.accelerator.process_index}; retrying it as calls of at most {fitted} rows, the cap of every "
-                f"later call of this run (set {CAP_FIELD}={fitted} to start there)."
+                f"{self.accelerator.process_index}; retrying it as calls of at most {fitted} rows, {kept}."
             )
         if len(outputs) == 1:
             return outputs[0]
@@ -200,9 +256,75 @@ class GenerateCallsMixin:
             return completion_ids, None
         return completion_ids, [row for _, call_logprobs in outputs for row in call_logprobs]
 
-    def _retry_problem(self, rows: int, unit: int, num_generations: int, splittable: bool) -> str | None:
+    def _learned_rows_per_call(self) -> int | None:
+        """The smallest cap an out-of-memory error taught any process, for checkpoints (a gather on several
+        processes, so every process calls it)."""
+        caps = [self._rows_per_call_after_oom]
+        if self.accelerator.num_processes > 1:
+            caps = gather_object(caps)
+        return min((cap for cap in caps if cap), default=None)
+
+    @contextmanager
+    def _generation_changes_undone(self):
+        """On an error out of a generate call, turns back on what TRL's generation context turned off before the
+        call and, having no `try/finally`, left off: gradient checkpointing, and ZeRO-3's DeepSpeed module hooks."""
+        unwrapped = self.accelerator.unwrap_model(self.model_wrapped)
+        checkpointing = unwrapped.is_gradient_checkpointing
+        try:
+            yield
+        except BaseException:
+            if checkpointing and not unwrapped.is_gradient_checkpointing:
+                unwrapped.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+                )
+            if self._dist.is_zero3 and zero3_hooks_removed(self.model_wrapped):
+                add_hooks(self.model_wrapped)
+            raise
+
+    def _planned_rows(self, prompt_ids: list[list[int]], unit: int) -> int | None:
+        """Rows per call that the free device memory allows this round (generation_memory.py), the smallest over
+        processes; `None` without a memory reading. Every process calls it once per round, before any generates."""
+        accelerator, args = self.accelerator, self.args
+        dtype_bytes = 2 if accelerator.mixed_precision in ("bf16", "fp16") else self.model.dtype.itemsize
+        shape = generation_memory.decoder_shape(self.model.config, dtype_bytes)
+        longest = max((len(ids) for ids in prompt_ids), default=0)
+        multiple = self.pad_to_multiple_of or 1
+        padded = -(-longest // multiple) * multiple
+        per_row = generation_memory.row_bytes(shape, padded, self.max_completion_length)
+        free = generation_memory.free_device_memory(accelerator.device)
+        if free is None:
+            return None
+        if self._dist.is_zero3 and args.ds3_gather_for_generation:  # the whole model, gathered for generation
+            free -= sum(getattr(p, "ds_numel", p.numel()) * p.element_size() for p in self.model.parameters())
+        batch_rows = -(-args.per_device_train_batch_size * args.steps_per_generation // unit) * unit
+        rows = generation_memory.planned_rows(free, per_row, unit, batch_rows)
+        if accelerator.num_processes > 1:
+            # accelerate.utils.gather, not `accelerator.gather`, which rounds.metric_gathers_skipped stubs out here.
+            rows = int(gather(torch.tensor([rows], device=accelerator.device)).min())
+        self._planned_rows_per_call = rows
+        if not self._plan_logged:
+            self._plan_logged = True
+            logger.info(
+                f"Generation memory plan: calls of at most {rows} rows per process ({per_row / 2**20:.1f} MiB a row "
+                f"for {padded} prompt and {self.max_completion_length} completion tokens, {free / 2**30:.1f} GiB free "
+                f"on process {accelerator.process_index}, {generation_memory.MEMORY_MARGIN:.0%} of it kept free)."
+            )
+        return rows
+
+    def _retry_problem(
+        self, rows: int, unit: int, num_generations: int, splittable: bool, multimodal_fields: dict | None = None
+    ) -> str | None:
         accelerator = self.accelerator
         collectives = accelerator.num_processes > 1 and (is_deepspeed_zero3_enabled() or self.is_fsdp_enabled)
         return retry_problem(
-            rows, unit, num_generations, collectives, splittable, accelerator.process_index, accelerator.num_processes
-        )
+            rows, unit, num_generations, collectives, splittable, accelerator.process_index, accelerator.num_processes,
+            sorted(multimodal_fields or ()),
+        )  # fmt: skip
+
+
+def zero3_hooks_removed(engine) -> bool:
+    """Whether TRL's `remove_hooks` left a ZeRO-3 engine without its module hooks (before the first training step,
+    the engine has no optimizer and no hooks to restore)."""
+    optimizer = getattr(engine, "optimizer", None)
+    offload = getattr(optimizer, "parameter_offload", optimizer)
+    return offload is not None and hasattr(offload, "forward_hooks") and not offload.forward_hooks

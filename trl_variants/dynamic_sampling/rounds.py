@@ -216,9 +216,12 @@ class GenerationRoundsMixin:
         local_rows = [self._materialize(flat[i], i, inputs, own_by_index) for i in mine]
         # TRL prepares the prompts (environment resets and observations, tools, images) and generates.
         trl_scoring = super(GenerationRoundsMixin, self)._generate_and_score_completions
-        prompts, generated, tool_rollouts = generate_like_trl(
-            self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self.accelerator)
-        )
+        # The round's first turn is the one call of `_generate_single_turn` every process makes for it: the memory
+        # plan's gather goes there (generate_calls.py).
+        with self._planned_round():
+            prompts, generated, tool_rollouts = generate_like_trl(
+                self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self.accelerator)
+            )
         prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, _, _ = generated
         for key, values in extra_fields.items():
             for i, row in enumerate(local_rows):

@@ -304,9 +304,11 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         }
 
     def _save_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
+        # On every process: the smallest cap any process learned from an out-of-memory error (generate_calls.py).
+        rows_per_call = self._learned_rows_per_call() if self.args.dynamic_sampling else None
         if self.args.dynamic_sampling and self.args.should_save:
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
-                json.dump(self._dynamic_sampling_state(), state_file)
+                json.dump({**self._dynamic_sampling_state(), "rows_per_call_after_oom": rows_per_call}, state_file)
             self._save_prompt_history(checkpoint_dir)
         if self._options.carry_surplus:
             save_carried_groups(self, checkpoint_dir)
@@ -320,6 +322,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         if state["refill_sampler"] is not None and self._refill_sampler is not None:
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
+        self._rows_per_call_after_oom = state.get("rows_per_call_after_oom")
         self._load_skipping_state(state.get("skipping"), checkpoint_dir)
         if self._options.carry_surplus:
             self._carried = load_carried_groups(self, checkpoint_dir)

@@ -149,6 +149,15 @@ def recording_generate_calls(trainer) -> list[int]:
     return rows
 
 
+def training_logs(trainer) -> list[dict]:
+    """The logged training steps, without the timings that differ from run to run."""
+    return [
+        {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
+        for entry in trainer.state.log_history
+        if "loss" in entry
+    ]
+
+
 def run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engine) -> None:
     trainer, resume_from = build_run(name, task, pristine, out_dir, rank, engine)
     before = engine.weight_sums(trainer.model)
@@ -167,11 +176,7 @@ def run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engine) -> 
         "weights_after": engine.weight_sums(trainer.model),
         "generate_rows": generate_rows,
         "steps": steps,
-        "logs": [
-            {k: v for k, v in entry.items() if k not in ("step_time", "train_runtime") and "_per_second" not in k}
-            for entry in trainer.state.log_history
-            if "loss" in entry
-        ],
+        "logs": training_logs(trainer),
     }
     (out_dir / f"{name}_rank{record['rank']}.json").write_text(json.dumps(record))
 

@@ -1,0 +1,67 @@
+"""Runs `DAPOTrainer` in each process of a torchrun launch with the device's memory reading replaced: rank 0's
+free memory allows one generation batch per call, rank 1's three. Each rank records the rows of each round and of
+each model `generate` call it made.
+
+    ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_memory.py --out DIR
+
+Each rank writes `DIR/rank<r>.json`; tests/dynamic_sampling/test_generation_memory.py compares the ranks.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import torch  # noqa: E402
+
+from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa: E402
+from tests.dynamic_sampling.test_generate_calls import watch_generate  # noqa: E402
+from tests.helpers import toy_config  # noqa: E402
+from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
+from trl_variants.dynamic_sampling import generation_memory  # noqa: E402
+from trl_variants.toy import make_toy_task  # noqa: E402
+
+NUM_GENERATIONS = 4
+PER_DEVICE_BATCH = 8  # the generation batch per process: two groups
+STEPS = 3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Two ranks with different free memory; records their calls.")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    rank = int(os.environ["RANK"])
+    allowed_rows = PER_DEVICE_BATCH * (1 + 2 * rank)
+    estimates = []
+    estimate = generation_memory.row_bytes
+
+    def recording_row_bytes(*arguments):
+        estimates.append(estimate(*arguments))
+        return estimates[-1]
+
+    generation_memory.row_bytes = recording_row_bytes
+    generation_memory.free_device_memory = lambda device: generation_memory.free_bytes_for(allowed_rows, estimates[-1])
+    task = make_toy_task(seed=0)
+    config = toy_config(
+        DAPOConfig, args.out / "run", per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
+        max_steps=STEPS,
+    )  # fmt: skip
+    trainer = DAPOTrainer(
+        task.model, [HalfDegenerateReward(NUM_GENERATIONS)], args=config, train_dataset=task.train_dataset,
+        processing_class=task.tokenizer,
+    )  # fmt: skip
+    log = watch_generate(trainer)
+    trainer.train()
+    record = {"allowed_rows": allowed_rows, "batch_rows": PER_DEVICE_BATCH, "turns": log.turns, "turn_rows": log.turn_rows}
+    (args.out / f"rank{rank}.json").write_text(json.dumps(record))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
