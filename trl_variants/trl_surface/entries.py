@@ -74,7 +74,7 @@ ENTRIES = (
         "reward_func_names, rollout_func, tools, environment_factories, environments, max_tool_calling_iterations, "
         "num_generations, num_iterations, use_vllm, use_transformers_continuous_batching, "
         "vllm_importance_sampling_correction, shuffle_dataset, _is_vlm, _tokenizer, _metrics (train/eval -> name -> "
-        "list), _pending_extra_logs.",
+        "list), _pending_extra_logs, _dist (DistributedBackend: is_zero3, summon_full_params).",
     ),
     SurfaceEntry(
         "GRPOTrainer._calculate_rewards",
@@ -233,6 +233,12 @@ ENTRIES = (
         "of generate calls (why generate_calls never halves a call alone there); turns gradient checkpointing off "
         "for generation and back on.",
         "trl/models/utils.py:_unwrap_model_for_generation",
+    ),
+    SurfaceEntry(
+        "trl.models.utils.add_hooks",
+        "(model: DeepSpeedEngine) -> None: puts back ZeRO-3's parameter-offload hooks that "
+        "_unwrap_model_for_generation removed; generate_calls calls it after a failed generate call.",
+        "trl/models/utils.py:add_hooks",
     ),
     SurfaceEntry(
         "trl.rewards.get_soft_overlong_punishment",
