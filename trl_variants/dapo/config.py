@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from transformers.utils import logging
 from trl import GRPOConfig
 
-from ..dynamic_sampling.carry import carry_alignment_problem
+from ..dynamic_sampling.carry import carry_layout_problem
 from ..reliability.config_checks import check_common_fields, require
 
 logger = logging.get_logger(__name__)
@@ -302,13 +302,13 @@ class DAPOConfig(GRPOConfig):
         # After TRL's own checks, which resolve steps_per_generation. Only an explicit True is checked: the default
         # (None) turns carrying off where it cannot work (dynamic_sampling/options.py).
         if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
-            problem = carry_alignment_problem(
+            problem = carry_layout_problem(
                 self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations
             )
             require(
                 problem is None,
                 "dynamic_sampling_carry_surplus",
                 self.dynamic_sampling_carry_surplus,
-                f"None (on where supported) or False, because {problem}; or keep True and make "
-                "gradient_accumulation_steps a multiple of that product",
+                f"None (on where supported) or False, because {problem}; or keep True and make one of them a "
+                "multiple of the other",
             )
