@@ -12,6 +12,7 @@ forward of the snapshot model, not by the code under test.
 import copy
 import dataclasses
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +23,7 @@ from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
-from ..helpers import DAPO_AS_PUBLISHED, run_two_processes, toy_config, toy_trainer
+from ..helpers import DAPO_AS_PUBLISHED, run_launch, toy_config, toy_trainer, two_process_command
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
 
 G = 4
@@ -305,18 +306,23 @@ TWO_PROCESS_SCRIPT = Path(__file__).resolve().parent / "scripts" / "two_process_
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def two_process_carry(tmp_path_factory):
+@pytest.fixture(scope="module", params=[1, 4], ids=["one-update-per-batch", "four-updates-per-batch"])
+def two_process_carry(request, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process_carry")
-    run_two_processes(TWO_PROCESS_SCRIPT, out_dir, timeout_s=120)
-    return [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
+    command = two_process_command(TWO_PROCESS_SCRIPT, "--out", out_dir, "--steps_per_generation", request.param)
+    run_launch(command, {**os.environ, "ACCELERATE_USE_CPU": "1"}, timeout_s=180)
+    return request.param, [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
 
 
 @pytest.mark.multiprocess
 def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_process_carry):
+    updates, two_process_carry = two_process_carry
     first, second = two_process_carry
-    assert first["global_step"] == second["global_step"] == 4
+    assert first["global_step"] == second["global_step"] == 4 * updates
     assert first["logs"] == second["logs"]
+    # The carried rows' ratio is gathered once per optimizer step that trains them, on both ranks alike.
+    assert first["ratio_logs"] == second["ratio_logs"]
+    assert any(entry for entry in first["ratio_logs"])
     for step_first, step_second in zip(first["steps"], second["steps"], strict=True):
         # Each rank trains its usual 8 rows.
         assert step_first["loss_rows"] == step_second["loss_rows"] == 8
