@@ -1,16 +1,18 @@
 """Carrying surplus informative groups to the next generation batch (`dynamic_sampling_carry_surplus=True`).
 
-The pure sizing and bookkeeping are tested without a model. The trainer tests run real `DAPOTrainer` steps on the
-toy task with a prompt-controlled reward (half the prompts give informative groups), snapshot the policy's weights
-at the start of every step, and check what TRL's loss receives one step later: a carried row's old log-probs (and,
-with simulated vLLM sampling log-probs, its importance-sampling ratio) must come from the snapshot of the step that
-generated it, not from the policy that trains on it. The log-probs the tests expect are computed here, by a plain
+The pure sizing and bookkeeping are tested without a model in test_carry_planning.py. The trainer tests run real
+`DAPOTrainer` steps on the toy task with a prompt-controlled reward (half the prompts give informative groups), in
+TRL's default layout and in layouts where a generation batch trains several optimizer updates, snapshot the policy's
+weights at the start of every generation batch and at every loss call, and check what TRL's loss receives one batch
+later: a carried row's old log-probs (and, with simulated vLLM sampling log-probs, its importance-sampling ratio)
+must come from the snapshot of the batch that generated it, not from the policy that trains on it. The log-probs the tests expect are computed here, by a plain
 forward of the snapshot model, not by the code under test.
 """
 
 import copy
 import dataclasses
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,17 +20,10 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.carry import (
-    carry_alignment_problem,
-    first_round_extra_groups_after_carry,
-    place_generating_logps,
-    plan_carry,
-)
-from trl_variants.dynamic_sampling.selection import first_round_extra_groups
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
-from ..helpers import DAPO_AS_PUBLISHED, run_two_processes, toy_config, toy_trainer
+from ..helpers import DAPO_AS_PUBLISHED, run_launch, toy_config, toy_trainer, two_process_command
 from .scripts.rewards import HalfDegenerateReward, is_live_prompt
 
 G = 4
@@ -36,76 +31,6 @@ STEPS = 4
 BATCH_GROUPS = 4  # toy_config's 16 rows per device, one process
 SAMPLING_OFFSET = 0.05  # the simulated vLLM samples each token with log-prob (training policy's - this)
 ATOL = 1e-5
-
-
-# Pure sizing and bookkeeping.
-
-
-def test_plan_carry_keeps_the_earliest_surplus_up_to_capacity():
-    informative = [True, False, True, True, False, True, True]
-    plan = plan_carry(informative, selected=[0, 2], capacity=2)
-    assert plan.carried == [3, 5] and plan.dropped == [6]
-    # Selected groups (informative or filled) are never carried; without capacity every surplus group is dropped.
-    assert plan_carry(informative, selected=[0, 1, 2], capacity=0) == type(plan)(carried=[], dropped=[3, 5, 6])
-    assert plan_carry([False, False], selected=[0, 1], capacity=4) == type(plan)(carried=[], dropped=[])
-    with pytest.raises(ValueError, match="capacity"):
-        plan_carry(informative, selected=[], capacity=-1)
-
-
-@pytest.mark.parametrize("batch_groups", [8, 64])
-@pytest.mark.parametrize("pass_rate", [None, 0.1, 0.44, 0.9, 1.0])
-@pytest.mark.parametrize("granularity", [1, 2])
-def test_first_round_sizing_without_carry_is_unchanged(batch_groups, pass_rate, granularity):
-    assert first_round_extra_groups_after_carry(batch_groups, 0, pass_rate, granularity) == first_round_extra_groups(
-        batch_groups, pass_rate, granularity
-    )
-
-
-def test_first_round_asks_only_for_the_groups_carrying_did_not_fill():
-    # 64 groups at pass rate 0.44: ceil(64 / 0.44 * 1.2) = 175 in all, 111 beside the dataloader's 64.
-    assert first_round_extra_groups_after_carry(64, 0, 0.44, 1) == 111
-    # 20 carried: ceil(44 / 0.44 * 1.2) = 120, so 56 extra.
-    assert first_round_extra_groups_after_carry(64, 20, 0.44, 1) == 56
-    # The dataloader's own groups already cover what is expected: nothing extra; a full carry needs nothing.
-    assert first_round_extra_groups_after_carry(64, 40, 0.9, 1) == 0
-    assert first_round_extra_groups_after_carry(8, 8, 0.44, 1) == 0
-    # Extra groups stay a multiple of the granularity.
-    assert first_round_extra_groups_after_carry(8, 3, 0.3, 2) % 2 == 0
-    with pytest.raises(ValueError, match="carried_groups"):
-        first_round_extra_groups_after_carry(8, 9, 0.44, 1)
-
-
-def test_carrying_needs_generation_aligned_to_optimizer_steps():
-    assert carry_alignment_problem(1, 1, 1) is None
-    assert carry_alignment_problem(4, 2, 2) is None
-    assert carry_alignment_problem(4, 1, 1) is None  # four generation batches per optimizer step
-    assert "steps_per_generation * num_iterations (4 * 1 = 4)" in carry_alignment_problem(2, 4, 1)
-    assert carry_alignment_problem(2, 1, 3) is not None
-
-
-def test_placing_generating_logps_replaces_only_carried_rows_and_their_real_tokens():
-    old = torch.zeros(3, 4)
-    rows = [
-        SimpleNamespace(generating_logps=None),
-        SimpleNamespace(generating_logps=torch.tensor([-1.0, -2.0])),
-        SimpleNamespace(generating_logps=torch.tensor([-3.0, -4.0, -5.0, -6.0])),
-    ]
-    placed = place_generating_logps(old, rows)
-    assert placed.tolist() == [[0, 0, 0, 0], [-1, -2, 0, 0], [-3, -4, -5, -6]]
-    assert old.abs().sum() == 0  # the input is left untouched
-
-
-def test_misaligned_generation_is_refused_only_when_carrying_is_asked_for(tmp_path):
-    layout = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "steps_per_generation": 4}
-    with pytest.raises(
-        ValueError,
-        match=r"^dynamic_sampling_carry_surplus=True is not allowed; expected None \(on where supported\) or False, "
-        r"because gradient_accumulation_steps \(2\) is not a multiple",
-    ):
-        toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=True)
-    # The default accepts the layout; the trainer then trains without carrying (tests/dynamic_sampling/test_options.py).
-    assert toy_config(DAPOConfig, tmp_path, **layout).dynamic_sampling_carry_surplus is None
-    assert toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=False)
 
 
 # Trainer runs.
@@ -149,9 +74,27 @@ def simulate_vllm(trainer) -> None:
 
 @dataclasses.dataclass
 class Step:
+    """One generation batch: one optimizer step in TRL's default layout, several in `steps_per_generation` > 1."""
+
     policy: torch.nn.Module  # the model as phase 1 of this step saw it: the generating policy
     carried_out: list[tuple[list[int], list[int]]]  # rows the trainer carries to the next step
     loss_inputs: list[dict] = dataclasses.field(default_factory=list)
+    loss_policies: list[torch.nn.Module] = dataclasses.field(default_factory=list)  # the model at each loss call
+
+
+def updates_per_generation_batch(layout: dict) -> int:
+    """Optimizer updates per generation batch in a layout of `toy_config` overrides (TRL's defaults elsewhere)."""
+    accumulation = layout.get("gradient_accumulation_steps", 1)
+    generate_every = layout.get("steps_per_generation", accumulation) * layout.get("num_iterations", 1)
+    return max(1, generate_every // accumulation)
+
+
+def snapshot(shared_task, trainer) -> torch.nn.Module:
+    # Weights loaded into a pristine copy: a deepcopy of the trainer's model would keep the forward wrapper that
+    # accelerate installs, which still calls the live model.
+    policy = copy.deepcopy(shared_task.model)
+    policy.load_state_dict(trainer.model.state_dict())
+    return policy
 
 
 def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
@@ -160,7 +103,7 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     config = toy_config(
         DAPOConfig,
         tmp_path,
-        max_steps=STEPS,
+        max_steps=STEPS * updates_per_generation_batch(overrides),  # STEPS generation batches
         dynamic_sampling_carry_surplus=True,
         vllm_importance_sampling_mode="token_truncate",
         # Large enough that one optimizer step moves every log-prob far beyond ATOL on any CPU (at 1e-3 a step moved
@@ -176,16 +119,14 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     compute_loss = trainer._compute_loss
 
     def recording_sample(inputs):
-        # Weights loaded into a pristine copy: a deepcopy of the trainer's model would keep the forward wrapper
-        # that accelerate installs, which still calls the live model.
-        policy = copy.deepcopy(shared_task.model)
-        policy.load_state_dict(trainer.model.state_dict())
+        policy = snapshot(shared_task, trainer)
         batch = sample(inputs)
         carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried.rows.values()]
         steps.append(Step(policy=policy, carried_out=carried))
         return batch
 
     def recording_loss(model, inputs):
+        steps[-1].loss_policies.append(snapshot(shared_task, trainer))
         # Recorded after the loss, as it used them: it fills fresh rows' old log-probs from its own forward.
         loss = compute_loss(model, inputs)
         steps[-1].loss_inputs.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
@@ -197,21 +138,37 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     return trainer, steps, reward
 
 
+def call_rows(call: dict):
+    """(prompt ids, completion ids) of every row of one loss call."""
+    for i in range(call["prompt_ids"].shape[0]):
+        yield call["prompt_ids"][i][call["prompt_mask"][i].bool()].tolist(), call["completion_ids"][i][
+            call["completion_mask"][i].bool()
+        ].tolist()
+
+
 def loss_rows(step: Step):
     """(prompt ids, completion ids, index in its loss call, loss call) of every row the loss received."""
     for call in step.loss_inputs:
-        for i in range(call["prompt_ids"].shape[0]):
-            prompt = call["prompt_ids"][i][call["prompt_mask"][i].bool()].tolist()
-            completion = call["completion_ids"][i][call["completion_mask"][i].bool()].tolist()
+        for i, (prompt, completion) in enumerate(call_rows(call)):
             yield prompt, completion, i, call
 
 
 # "accumulation": a generation batch of 16 rows trained in two accumulation slices of 8 within one optimizer
 # step (TRL computes no old log-probs there either); the loss sees carried and fresh rows spread over both slices.
+# "updates": the same batch trained in four optimizer updates of 4 rows (steps_per_generation=4, where clip-higher
+# acts; TRL computes old log-probs at scoring), "updates_vllm" the same with vLLM's importance-sampling correction,
+# "iterations": a batch of two slices of 8 trained twice (num_iterations=2), four updates too.
+MULTI_UPDATE = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "steps_per_generation": 4}
 RUNS = {
     "plain": {"vllm": False},
     "vllm": {"vllm": True},
     "accumulation": {"vllm": False, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2},
+    "updates": {"vllm": False, **MULTI_UPDATE},
+    "updates_vllm": {"vllm": True, **MULTI_UPDATE},
+    "iterations": {
+        "vllm": False, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "steps_per_generation": 2,
+        "num_iterations": 2,
+    },
 }
 
 
@@ -226,6 +183,7 @@ def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert len(steps) == STEPS and len(logs) == STEPS
     assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is True  # the model card says so
+    updates = updates_per_generation_batch(vars(trainer.args))  # optimizer steps per generation batch
     assert sum(len(step.carried_out) for step in steps[:-1]) > 0, "the run must carry something to test"
     for t, step in enumerate(steps):
         carried_in = steps[t - 1].carried_out if t else []
@@ -238,14 +196,14 @@ def test_surplus_groups_are_trained_in_the_next_step_and_logged(carry_run):
         assert len(step.carried_out) // G == min(surplus, BATCH_GROUPS)
         assert logs[t]["dynamic_sampling/dropped_informative_groups"] == max(0, surplus - BATCH_GROUPS)
         trained = [(p, c) for p, c, _, _ in loss_rows(step)]
-        assert len(trained) == BATCH_GROUPS * G
+        assert len(trained) == BATCH_GROUPS * G * trainer.args.num_iterations
         for row in carried_in:
             assert row in trained
         # Carried rows were generated (and scored) at the previous step, and come from informative prompts.
         for prompt_ids, _ in carried_in:
             prompt = tokenizer.decode(prompt_ids, skip_special_tokens=True)
             assert is_live_prompt(prompt)
-            assert any(prompt in call["prompts"] for call in reward.calls if call["step"] == t - 1)
+            assert any(prompt in call["prompts"] for call in reward.calls if call["step"] == (t - 1) * updates)
     # Every informative group generated was trained, except the last step's carry and the counted drops.
     informative = sum(e["dynamic_sampling/pass_rate"] * e["dynamic_sampling/generated_groups"] for e in logs)
     dropped = sum(e["dynamic_sampling/dropped_informative_groups"] for e in logs)
@@ -297,6 +255,36 @@ def test_carried_rows_importance_sampling_uses_the_generating_policy(shared_task
     assert checked > 0
 
 
+def test_carried_rows_policy_ratio_is_logged_per_optimizer_step(carry_run):
+    """`dynamic_sampling/carried_ratio_mean` and `_max` are the per-token ratio of the policy each update trains
+    to the generating policy, over the carried rows' tokens of that update, computed here from snapshots."""
+    trainer, steps, _ = carry_run
+    accumulation = trainer.args.gradient_accumulation_steps
+    logged = {entry["step"]: entry for entry in trainer.state.log_history if "loss" in entry}
+    expected: dict[int, list[torch.Tensor]] = {}
+    calls_before = 0
+    for t, step in enumerate(steps):
+        carried_in = steps[t - 1].carried_out if t else []
+        for number, (call, policy) in enumerate(zip(step.loss_inputs, step.loss_policies, strict=True)):
+            ratios = expected.setdefault((calls_before + number) // accumulation + 1, [])
+            for prompt, completion in call_rows(call):
+                if (prompt, completion) in carried_in:
+                    generating = completion_logps(steps[t - 1].policy, prompt, completion)
+                    ratios.append(torch.exp(completion_logps(policy, prompt, completion) - generating))
+        calls_before += len(step.loss_inputs)
+    assert sorted(expected) == sorted(logged)
+    moved = 0
+    for update, ratios in expected.items():
+        if not ratios:
+            assert "dynamic_sampling/carried_ratio_mean" not in logged[update]
+            continue
+        ratios = torch.cat(ratios)
+        assert logged[update]["dynamic_sampling/carried_ratio_mean"] == pytest.approx(ratios.mean().item(), rel=1e-4)
+        assert logged[update]["dynamic_sampling/carried_ratio_max"] == pytest.approx(ratios.max().item(), rel=1e-4)
+        moved += (ratios - 1).abs().max().item() > 1e-3
+    assert moved > 0, "carried rows' ratio must move away from 1 for this check to mean anything"
+
+
 def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
     config = toy_config(DAPOConfig, tmp_path, max_steps=3, **DAPO_AS_PUBLISHED)
@@ -318,18 +306,23 @@ TWO_PROCESS_SCRIPT = Path(__file__).resolve().parent / "scripts" / "two_process_
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def two_process_carry(tmp_path_factory):
+@pytest.fixture(scope="module", params=[1, 4], ids=["one-update-per-batch", "four-updates-per-batch"])
+def two_process_carry(request, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("two_process_carry")
-    run_two_processes(TWO_PROCESS_SCRIPT, out_dir, timeout_s=120)
-    return [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
+    command = two_process_command(TWO_PROCESS_SCRIPT, "--out", out_dir, "--steps_per_generation", request.param)
+    run_launch(command, {**os.environ, "ACCELERATE_USE_CPU": "1"}, timeout_s=180)
+    return request.param, [json.loads((out_dir / f"carry_rank{rank}.json").read_text()) for rank in range(2)]
 
 
 @pytest.mark.multiprocess
 def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_process_carry):
+    updates, two_process_carry = two_process_carry
     first, second = two_process_carry
-    assert first["global_step"] == second["global_step"] == 4
+    assert first["global_step"] == second["global_step"] == 4 * updates
     assert first["logs"] == second["logs"]
+    # The carried rows' ratio is gathered once per optimizer step that trains them, on both ranks alike.
+    assert first["ratio_logs"] == second["ratio_logs"]
+    assert any(entry for entry in first["ratio_logs"])
     for step_first, step_second in zip(first["steps"], second["steps"], strict=True):
         # Each rank trains its usual 8 rows.
         assert step_first["loss_rows"] == step_second["loss_rows"] == 8
@@ -383,3 +376,37 @@ def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_ta
     assert checkpoint_problems(str(checkpoint)) == [
         f"{CARRIED_FILE} is missing although the run carried surplus groups"
     ]
+
+
+def test_resume_while_groups_are_carried_over_several_updates_per_batch_logs_the_uninterrupted_run(
+    shared_task, tmp_path
+):
+    """As above, in the layout where a generation batch trains four optimizer updates (`steps_per_generation=4`):
+    the checkpoint at step 4, a generation-batch boundary, is taken while groups are carried into the batch of
+    steps 5-8; the resumed run logs exactly what the uninterrupted run logs at every later step, the carried rows'
+    policy ratio included. (TRL keeps no record of its place inside a generation batch, so only a checkpoint at a
+    boundary resumes the uninterrupted run exactly, with or without carrying.)"""
+
+    def run(output_dir, resume_from=None):
+        task = dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
+        config = toy_config(
+            DAPOConfig, output_dir, **MULTI_UPDATE, max_steps=12, save_strategy="steps", save_steps=4,
+            dynamic_sampling_carry_surplus=True,
+        )  # fmt: skip
+        trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
+        trainer.train(resume_from_checkpoint=resume_from)
+        return {entry["step"]: entry for entry in trainer.state.log_history if "loss" in entry}
+
+    first = run(tmp_path / "first")
+    assert first[5]["dynamic_sampling/carried_groups"] > 0, "the uninterrupted run must carry into step 5"
+    assert any("dynamic_sampling/carried_ratio_mean" in first[step] for step in range(5, 9))
+    checkpoint = tmp_path / "first" / "checkpoint-4"
+    assert checkpoint_problems(str(checkpoint)) == []
+    resumed = run(tmp_path / "resumed", resume_from=str(checkpoint))
+    assert sorted(resumed) == list(range(1, 13))  # the checkpoint's history, then the resumed run's
+    for step in range(5, 13):
+        after_resume = resumed[step]
+        timed = {key for key in after_resume if "time" in key or "per_second" in key}
+        assert {k: v for k, v in after_resume.items() if k not in timed} == {
+            k: v for k, v in first[step].items() if k not in timed
+        }, step

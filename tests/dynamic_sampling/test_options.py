@@ -4,26 +4,44 @@ work."""
 
 import pytest
 
+from trl_variants import DAPOConfig
 from trl_variants.dynamic_sampling.options import SamplingOptions, resolve_sampling_options
 
 ALIGNED = {"gradient_accumulation_steps": 4, "steps_per_generation": 2, "num_iterations": 2}
-MISALIGNED = {"gradient_accumulation_steps": 2, "steps_per_generation": 4, "num_iterations": 1}
+# Four optimizer updates per generation batch: where clip-higher acts (the layout of real-model study 3).
+SEVERAL_UPDATES = {"gradient_accumulation_steps": 1, "steps_per_generation": 4, "num_iterations": 1}
+# Neither of gradient_accumulation_steps and steps_per_generation * num_iterations divides the other.
+IRREGULAR = {"gradient_accumulation_steps": 2, "steps_per_generation": 3, "num_iterations": 1}
 
 
 def resolve(skip=False, carry=None, dynamic_sampling=True, vlm=False, layout=ALIGNED):
     return resolve_sampling_options(dynamic_sampling, skip, carry, **layout, is_vision_language_model=vlm)
 
 
-def test_defaults_carry_where_supported_and_do_not_skip():
-    assert resolve() == SamplingOptions(skip_degenerate_prompts=False, carry_surplus=True, carry_off_reason=None)
+@pytest.mark.parametrize("layout", [ALIGNED, SEVERAL_UPDATES], ids=["aligned", "several-updates"])
+def test_defaults_carry_where_supported_and_do_not_skip(layout):
+    assert resolve(layout=layout) == SamplingOptions(
+        skip_degenerate_prompts=False, carry_surplus=True, carry_off_reason=None
+    )
+
+
+def test_dapo_config_defaults_carry_where_a_generation_batch_trains_several_updates(tmp_path):
+    config = DAPOConfig(str(tmp_path), use_cpu=True, report_to=[], **SEVERAL_UPDATES)
+    resolved = resolve_sampling_options(
+        config.dynamic_sampling, config.skip_degenerate_prompts, config.dynamic_sampling_carry_surplus,
+        config.gradient_accumulation_steps, config.steps_per_generation, config.num_iterations,
+        is_vision_language_model=False,
+    )  # fmt: skip
+    assert resolved == SamplingOptions(skip_degenerate_prompts=False, carry_surplus=True, carry_off_reason=None)
+    assert DAPOConfig(str(tmp_path), use_cpu=True, report_to=[], dynamic_sampling_carry_surplus=True, **SEVERAL_UPDATES)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
         ({"vlm": True}, "vision-language models are not supported"),
-        ({"layout": MISALIGNED}, "gradient_accumulation_steps (2) is not a multiple of steps_per_generation * "
-         "num_iterations (4 * 1 = 4)"),
+        ({"layout": IRREGULAR}, "neither of gradient_accumulation_steps (2) and steps_per_generation * "
+         "num_iterations (3 * 1 = 3) divides the other"),
     ],
 )  # fmt: skip
 def test_default_carrying_turns_off_where_unsupported_and_says_why(kwargs, reason):
@@ -32,7 +50,7 @@ def test_default_carrying_turns_off_where_unsupported_and_says_why(kwargs, reaso
     assert options.carry_off_reason.startswith(reason)
 
 
-@pytest.mark.parametrize("kwargs", [{"vlm": True}, {"layout": MISALIGNED}])
+@pytest.mark.parametrize("kwargs", [{"vlm": True}, {"layout": IRREGULAR}])
 def test_explicit_carrying_is_refused_where_unsupported(kwargs):
     with pytest.raises(ValueError, match=r"^dynamic_sampling_carry_surplus=True is not allowed: "):
         resolve(carry=True, **kwargs)
@@ -47,4 +65,4 @@ def test_explicit_settings_are_kept():
 
 def test_without_dynamic_sampling_both_are_off():
     assert resolve(dynamic_sampling=False) == SamplingOptions(False, False)
-    assert resolve(dynamic_sampling=False, vlm=True, layout=MISALIGNED) == SamplingOptions(False, False)
+    assert resolve(dynamic_sampling=False, vlm=True, layout=IRREGULAR) == SamplingOptions(False, False)

@@ -134,6 +134,7 @@ def half_degenerate_run(shared_task, tmp_path_factory):
         gradient_accumulation_steps=GRADIENT_ACCUMULATION,
         steps_per_generation=STEPS_PER_GENERATION,
         max_steps=OPTIMIZER_STEPS,
+        **DAPO_AS_PUBLISHED,  # carrying adds a no-grad forward over the carried rows (tested in test_carry.py)
     )
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[reward])
     recorder = record(trainer)

@@ -11,9 +11,9 @@ correction TRL computes old log-probs separately, but from the same, not yet upd
 still 1 up to rounding. The DAPO paper trains each rollout batch in 16 updates; here that means
 `steps_per_generation` a multiple (>= 2) of `gradient_accumulation_steps`, or `num_iterations > 1`.
 
-Carried surplus groups (`dynamic_sampling_carry_surplus`) are the exception: they are one optimizer step old, so
-their ratio can reach the clip. Carrying needs the aligned layout, so it turns itself off in the layouts where
-clip-higher acts on every row.
+Carried surplus groups (`dynamic_sampling_carry_surplus`) are the exception: they are one optimizer update old, so
+their ratio can reach the clip. Carrying also works in the layouts where clip-higher acts on every row (there a
+carried group is a generation batch older than a fresh one; `trl_variants.dynamic_sampling.carry`).
 """
 
 # Objectives whose ratio is clipped at 1 + epsilon_high (TRL 1.16's two-sided clipping). For "cispo" epsilon_high
@@ -39,8 +39,8 @@ def clip_higher_idle_reason(
     if gradient_accumulation_steps % generate_every != 0:
         return None
     carried = (
-        " It can act only on carried surplus groups, which are one optimizer step old; carrying needs this layout "
-        "and turns itself off in the ones named next."
+        " It can act only on carried surplus groups, which are one optimizer update old (carrying works in the "
+        "layouts named next too)."
         if carry_surplus
         else ""
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from transformers.utils import logging
 from trl import GRPOConfig
 
-from ..dynamic_sampling.carry import carry_alignment_problem
+from ..dynamic_sampling.carry import carry_layout_problem
 from ..reliability.config_checks import check_common_fields, require
 
 logger = logging.get_logger(__name__)
@@ -69,9 +69,12 @@ class DAPOConfig(GRPOConfig):
             metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
         dynamic_sampling_carry_surplus (`bool` or `None`, defaults to `None`): train the informative groups a step
             found beyond its batch in the next generation batch instead of dropping them, with old log-probs (and
-            vLLM importance weights) from the policy that generated them; at most one optimizer step stale. `True`
-            needs `gradient_accumulation_steps` to be a multiple of `steps_per_generation * num_iterations` and a
-            text-only model. `None`: on wherever it is supported, otherwise off with a log line saying why. On by
+            vLLM importance weights) from the policy that generated them: at most one generation batch plus its own
+            updates stale (one optimizer update when each generation batch is trained within one optimizer step;
+            7 updates, against 3 for a fresh row, with `steps_per_generation=4, gradient_accumulation_steps=1`).
+            Their policy ratio is logged (`dynamic_sampling/carried_ratio_mean`, `_max`). `True` needs one of
+            `gradient_accumulation_steps` and `steps_per_generation * num_iterations` to be a multiple of the other
+            and a text-only model. `None`: on wherever it is supported, otherwise off with a log line saying why. On by
             default because in the real-model study (docs/results/real_model_study.md) carrying alone passed a
             non-inferiority test against DAPO as published, with a margin of 0.035 of held-out pass rate per step
             (one task, one pool of 17 training problems, about 62 % realised power, clip-higher inactive), for less
@@ -180,10 +183,10 @@ class DAPOConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "Train surplus informative groups in the next generation batch instead of dropping them, with "
-            "old log-probs from the policy that generated them (at most one optimizer step stale). True needs "
-            "gradient_accumulation_steps to be a multiple of steps_per_generation * num_iterations and a text-only "
-            "model; None (default): on wherever supported, else off with a log line. False, with "
-            "skip_degenerate_prompts=False (the default), is DAPO as published."
+            "old log-probs from the policy that generated them (at most one generation batch plus its own updates "
+            "stale). True needs one of gradient_accumulation_steps and steps_per_generation * num_iterations to be "
+            "a multiple of the other, and a text-only model; None (default): on wherever supported, else off with "
+            "a log line. False, with skip_degenerate_prompts=False (the default), is DAPO as published."
         },
     )
 
@@ -305,13 +308,13 @@ class DAPOConfig(GRPOConfig):
         # After TRL's own checks, which resolve steps_per_generation. Only an explicit True is checked: the default
         # (None) turns carrying off where it cannot work (dynamic_sampling/options.py).
         if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
-            problem = carry_alignment_problem(
+            problem = carry_layout_problem(
                 self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations
             )
             require(
                 problem is None,
                 "dynamic_sampling_carry_surplus",
                 self.dynamic_sampling_carry_surplus,
-                f"None (on where supported) or False, because {problem}; or keep True and make "
-                "gradient_accumulation_steps a multiple of that product",
+                f"None (on where supported) or False, because {problem}; or keep True and make one of them a "
+                "multiple of the other",
             )

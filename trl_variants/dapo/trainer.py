@@ -48,7 +48,8 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       method on this process's trained rows; otherwise TRL's method alone.
     - `_compute_loss` (`DynamicSamplingMixin`): when carried rows are trained and TRL computed no old log-probs,
       fresh rows take theirs from the loss's own forward, detached (TRL's ratio 1), carried rows their generating
-      policy's; otherwise TRL's method alone.
+      policy's; in every layout, the carried rows' policy ratio is logged per optimizer step
+      (`dynamic_sampling/carried_ratio_mean`, `_max`); otherwise TRL's method alone.
     - `_generate_single_turn` (`GenerateCallsMixin`): with transformers generation, a round goes to `generate` in
       calls of at most `max_rows_per_generate_call` rows, and a call that runs out of memory is halved and retried;
       vLLM and continuous batching are TRL's alone.

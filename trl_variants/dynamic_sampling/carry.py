@@ -5,27 +5,39 @@ groups than its batch holds. Without carrying, that surplus is generated, scored
 it is trained in the next generation batch, placed before that batch's fresh groups so that it is always used
 there and never carried twice: a carried group is at most one generation batch old.
 
-Correctness rests on the old log-probs. A carried group was sampled from the policy of step t (the model during
-phase 1 of the step that generated it) but is trained at step t+1, after step t's optimizer update. Its
-importance ratio must therefore be taken against the step-t policy, as TRL does for rows that
-`steps_per_generation > gradient_accumulation_steps` makes stale. So:
+Correctness rests on the old log-probs. A carried group was sampled by the policy that generated generation batch
+k (the model during phase 1 of that batch) but is trained in batch k+1, after the optimizer updates between them.
+Its importance ratio must therefore be taken against its generating policy, as TRL does for fresh rows that
+`steps_per_generation > gradient_accumulation_steps` makes stale, never against the policy at batch k+1 (that
+would make its ratio start at 1 and hide its staleness). So:
 
-1. At step t, right after selection, one no-grad forward over the carried rows only (through TRL's own
+1. In batch k, right after selection, one no-grad forward over the carried rows only (through TRL's own
    `_get_per_token_logps_and_entropies`, so temperature and chunking are TRL's) records each carried row's
-   per-token log-probs under the step-t policy. The model has not been updated yet: this is the generating policy.
-2. At step t+1, TRL's unchanged `_generate_and_score_completions` scores the batch. Where TRL computes old
-   log-probs itself (vLLM with importance-sampling correction; misaligned accumulation is refused), its first log-prob
-   call is intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so
-   TRL's own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating
-   policy's log-probs and vLLM's sampling log-probs of the same row, and puts them in `old_per_token_logps`.
-   Where TRL computes none (aligned accumulation without vLLM: its loss then uses each row's own log-probs,
-   detached, as old ones: ratio 1), the batch carries the recorded log-probs and a mask of its fresh rows, and the
-   loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
-   (`fresh_rows_old_logps`). No forward beyond TRL's own is run for the batch.
+   per-token log-probs. Phase 1 runs before any update of batch k: this is the generating policy.
+2. In batch k+1, TRL's unchanged `_generate_and_score_completions` scores the batch. Where TRL computes old
+   log-probs itself (a generation batch spanning several optimizer updates, `gradient_accumulation_steps %
+   (steps_per_generation * num_iterations) != 0`, or vLLM with importance-sampling correction), it computes them
+   with the policy at the start of batch k+1, which generated the fresh rows: its first log-prob call is
+   intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so fresh
+   rows keep exactly TRL's old log-probs and TRL's own code derives the vLLM importance-sampling ratio (every
+   truncation/mask mode) from the generating policy's log-probs and vLLM's sampling log-probs of the same row.
+   Where TRL computes none (each generation batch trained within one optimizer step, without vLLM: its loss then
+   uses each row's own log-probs, detached, as old ones: ratio 1), the batch carries the recorded log-probs, and
+   the loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
+   (`carried_rows_in_loss`). No forward beyond TRL's own is run for the batch.
 
-Carrying therefore needs generation aligned to optimizer steps (`gradient_accumulation_steps` a multiple of
-`steps_per_generation * num_iterations`, TRL's default): then a generation batch is trained within one optimizer
-step and a carried group is at most one optimizer step stale. Other layouts are refused by `DAPOConfig`.
+Staleness. With `generate_every = steps_per_generation * num_iterations` micro-steps per generation batch, carrying
+is supported where one of `generate_every` and `gradient_accumulation_steps` divides the other
+(`carry_layout_problem`):
+- `gradient_accumulation_steps` a multiple of `generate_every` (TRL's default layout): a generation batch is
+  trained within one optimizer step, fresh rows before any update (ratio 1), a carried group at most one
+  optimizer update after it was generated;
+- `generate_every` a multiple of `gradient_accumulation_steps`, U = `generate_every / gradient_accumulation_steps`
+  updates per generation batch (where clip-higher acts): a fresh row is trained 0 to U-1 updates after it was
+  generated, a carried group U to 2U-1, i.e. at most one generation batch plus its own updates (7 against 3 at
+  U = 4).
+Elsewhere a generation batch begins partway through an optimizer step, at an offset that changes from batch to
+batch; nothing there is known to be wrong, but no test trains it, so carrying is not offered there.
 
 Each carried row lives on the process that will train it (`placement`). A checkpoint saves the carried rows with
 everything needed to train them (ids, rewards, sampling and generating log-probs; `carry_checkpoint`), so a resumed
@@ -42,10 +54,10 @@ from trl.trainer.utils import pad
 from .selection import groups_to_request
 
 LOGPS_METHOD = "_get_per_token_logps_and_entropies"
-# Keys of a scored batch with carried rows whose old log-probs TRL did not compute: the carried rows' generating
-# log-probs (zero for fresh rows) and which rows are fresh. TRL splits and shuffles them with the batch.
+# Keys of a scored batch with carried rows (TRL splits and shuffles them with the batch): which rows are carried,
+# and, where TRL computed no old log-probs, the carried rows' generating log-probs (zero for fresh rows).
+CARRIED_ROWS_KEY = "dynamic_sampling_carried_rows"
 GENERATING_LOGPS_KEY = "dynamic_sampling_generating_logps"
-FRESH_ROWS_KEY = "dynamic_sampling_fresh_rows"
 
 
 @dataclass
@@ -89,15 +101,17 @@ def first_round_extra_groups_after_carry(
     return max(0, expected_total - batch_groups) // granularity * granularity
 
 
-def carry_alignment_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
-    """`None` when a carried group stays within one optimizer step of its generating policy, else why it would not."""
+def carry_layout_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
+    """`None` where carrying is supported (one of `gradient_accumulation_steps` and `steps_per_generation *
+    num_iterations` divides the other; see the module docstring for the staleness each gives), else why not."""
     generate_every = steps_per_generation * num_iterations
-    if gradient_accumulation_steps % generate_every == 0:
+    if gradient_accumulation_steps % generate_every == 0 or generate_every % gradient_accumulation_steps == 0:
         return None
     return (
-        f"gradient_accumulation_steps ({gradient_accumulation_steps}) is not a multiple of steps_per_generation * "
-        f"num_iterations ({steps_per_generation} * {num_iterations} = {generate_every}), so a carried group could be "
-        "more than one optimizer step stale"
+        f"neither of gradient_accumulation_steps ({gradient_accumulation_steps}) and steps_per_generation * "
+        f"num_iterations ({steps_per_generation} * {num_iterations} = {generate_every}) divides the other, so a "
+        "generation batch would begin partway through an optimizer step, where a carried group's staleness varies "
+        "from batch to batch and no test covers carrying"
     )
 
 
@@ -209,6 +223,8 @@ def scoring_with_generating_logps(trainer, local, has_carried: bool):
         return place_generating_logps(logps, local), entropies, aux
 
     def complete(output: dict) -> dict:
+        device = output["completion_ids"].device
+        output[CARRIED_ROWS_KEY] = torch.tensor([row.generating_logps is not None for row in local], device=device)
         if intercept:
             if not replaced:
                 raise RuntimeError(
@@ -218,11 +234,9 @@ def scoring_with_generating_logps(trainer, local, has_carried: bool):
             return output
         # TRL computed none, so its loss uses ratio 1 for every row. Fresh rows keep it (current policy, unchanged
         # until this batch's optimizer step): the loss fills their old log-probs from its own forward
-        # (`fresh_rows_old_logps`). Carried rows get their generating policy's.
-        completion_ids = output["completion_ids"]
-        generating = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+        # (`carried_rows_in_loss`). Carried rows get their generating policy's.
+        generating = torch.zeros(output["completion_ids"].shape, dtype=torch.float32, device=device)
         output[GENERATING_LOGPS_KEY] = place_generating_logps(generating, local)
-        output[FRESH_ROWS_KEY] = torch.tensor([row.generating_logps is None for row in local], device=generating.device)
         output["old_per_token_logps"] = output[GENERATING_LOGPS_KEY]
         return output
 
@@ -230,16 +244,21 @@ def scoring_with_generating_logps(trainer, local, has_carried: bool):
         yield complete
 
 
-def fresh_rows_old_logps(trainer, inputs: dict):
-    """Within TRL's `_compute_loss` on a batch from `scoring_with_generating_logps` without TRL's own old log-probs:
-    its one log-prob forward also sets `old_per_token_logps`, which TRL reads after that forward, to the forward's
-    own detached log-probs for fresh rows (TRL's ratio 1) and the generating ones for carried rows."""
-    fresh = inputs.get(FRESH_ROWS_KEY)
+def carried_rows_in_loss(trainer, inputs: dict, record_ratio):
+    """Within TRL's `_compute_loss` on a batch from `scoring_with_generating_logps` that holds carried rows, its one
+    log-prob forward also (1) where TRL computed no old log-probs, sets `old_per_token_logps`, which TRL reads after
+    that forward, to the forward's own detached log-probs for fresh rows (TRL's ratio 1) and the generating ones
+    for carried rows; (2) hands `record_ratio(logps, old_logps, mask, carried)` the forward's detached log-probs,
+    the old ones, the loss mask and which rows are carried, for the carried rows' ratio metric."""
+    carried = inputs.get(CARRIED_ROWS_KEY)
 
     def loss_logps_call(current, *args, **kwargs):
         logps, entropies, aux = current(*args, **kwargs)
-        generating = inputs[GENERATING_LOGPS_KEY].to(logps.dtype)
-        inputs["old_per_token_logps"] = torch.where(fresh.unsqueeze(1), logps.detach(), generating)
+        if GENERATING_LOGPS_KEY in inputs:
+            generating = inputs[GENERATING_LOGPS_KEY].to(logps.dtype)
+            inputs["old_per_token_logps"] = torch.where(carried.unsqueeze(1), generating, logps.detach())
+        mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        record_ratio(logps.detach(), inputs["old_per_token_logps"], mask, carried)
         return logps, entropies, aux
 
-    return next_logps_call_through(trainer, loss_logps_call, active=fresh is not None)
+    return next_logps_call_through(trainer, loss_logps_call, active=carried is not None)

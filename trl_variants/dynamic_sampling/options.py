@@ -10,7 +10,7 @@ there.
 
 from dataclasses import dataclass
 
-from .carry import carry_alignment_problem
+from .carry import carry_layout_problem
 
 CARRY_VLM_PROBLEM = (
     "vision-language models are not supported: a carried row's generating log-probs are recorded without its images"
@@ -41,7 +41,7 @@ def resolve_sampling_options(
     """
     if not dynamic_sampling:
         return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
-    problem = carry_alignment_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
+    problem = carry_layout_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
     if problem is None and is_vision_language_model:
         problem = CARRY_VLM_PROBLEM
     if carry_surplus is None:

@@ -19,13 +19,14 @@ from ..rewards.overlong import is_soft_overlong_punishment
 from accelerate.utils import gather
 
 from .carry import (
+    carried_rows_in_loss,
     first_round_extra_groups_after_carry,
-    fresh_rows_old_logps,
     plan_carry,
     record_generating_logps,
     scoring_with_generating_logps,
 )
 from .carry_checkpoint import load_carried_groups, save_carried_groups
+from .carried_ratio import CarriedRatioWindow
 from .generate_calls import GenerateCallsMixin
 from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
@@ -64,6 +65,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         # Surplus informative groups carried to the next generation batch, each row on the process that will train
         # it; checkpoints save them (carry_checkpoint.py).
         self._carried = CarriedGroups()
+        self._carried_ratio = CarriedRatioWindow()
         self._options = resolve_sampling_options(
             args.dynamic_sampling, args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus,
             args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, self._is_vlm,
@@ -116,8 +118,14 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
 
     def _compute_loss(self, model, inputs):
-        with fresh_rows_old_logps(self, inputs):
-            return super()._compute_loss(model, inputs)
+        with carried_rows_in_loss(self, inputs, self._carried_ratio.add):
+            loss = super()._compute_loss(model, inputs)
+        # One gather per optimizer step, at its last micro-batch, and only in steps that trained carried rows.
+        if self.accelerator.sync_gradients:
+            metrics = self._carried_ratio.close(self.accelerator)
+            for name, value in (metrics or {}).items():
+                self._metrics["train"][name].append(value)
+        return loss
 
     # Phase 1: generation rounds, the shared decision, the exchange of the rows that move.
 

@@ -2,7 +2,11 @@
 per rank, its share of the batches, the carried rows it holds and how far the old log-probs TRL's loss receives are
 from the policy that generated each row.
 
-    ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_carry.py --out DIR
+    ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_carry.py --out DIR \
+        [--steps_per_generation S]
+
+With `--steps_per_generation 4` each generation batch (the same 16 rows) trains four optimizer updates of 2 rows per
+process.
 
 Each rank writes `DIR/carry_rank<r>.json`; tests/dynamic_sampling/test_carry.py compares the ranks.
 """
@@ -26,8 +30,8 @@ from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.toy import make_toy_task
 
 NUM_GENERATIONS = 4
-PER_DEVICE_BATCH = 8  # two processes: 16 rows, 4 groups per step
-STEPS = 4
+GENERATION_ROWS = 8  # per process; two processes: 16 rows, 4 groups per generation batch
+STEPS = 4  # generation batches
 
 
 def completion_logps(model, prompt_ids, completion_ids) -> torch.Tensor:
@@ -40,6 +44,7 @@ def completion_logps(model, prompt_ids, completion_ids) -> torch.Tensor:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--steps_per_generation", type=int, default=1)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
@@ -48,9 +53,10 @@ def main() -> None:
     config = toy_config(
         DAPOConfig,
         args.out / "carry",
-        per_device_train_batch_size=PER_DEVICE_BATCH,
+        per_device_train_batch_size=GENERATION_ROWS // args.steps_per_generation,
+        steps_per_generation=args.steps_per_generation,
         num_generations=NUM_GENERATIONS,
-        max_steps=STEPS,
+        max_steps=STEPS * args.steps_per_generation,
         dynamic_sampling_carry_surplus=True,
     )
     trainer = DAPOTrainer(
@@ -113,6 +119,11 @@ def main() -> None:
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/")}
             for entry in trainer.state.log_history
             if "dynamic_sampling/rounds" in entry
+        ],
+        # Logged at every optimizer step that trains carried rows, generation step or not.
+        "ratio_logs": [
+            {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/carried_ratio")}
+            for entry in trainer.state.log_history
         ],
     }
     (args.out / f"carry_rank{rank}.json").write_text(json.dumps(record))

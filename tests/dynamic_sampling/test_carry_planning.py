@@ -1,0 +1,90 @@
+"""Carrying surplus informative groups (`dynamic_sampling_carry_surplus=True`): the pure sizing and bookkeeping,
+and which layouts carrying supports, without a model (the trainer runs are in test_carry.py)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from trl_variants import DAPOConfig
+from trl_variants.dynamic_sampling.carry import (
+    carry_layout_problem,
+    first_round_extra_groups_after_carry,
+    place_generating_logps,
+    plan_carry,
+)
+from trl_variants.dynamic_sampling.selection import first_round_extra_groups
+
+from ..helpers import toy_config
+
+
+def test_plan_carry_keeps_the_earliest_surplus_up_to_capacity():
+    informative = [True, False, True, True, False, True, True]
+    plan = plan_carry(informative, selected=[0, 2], capacity=2)
+    assert plan.carried == [3, 5] and plan.dropped == [6]
+    # Selected groups (informative or filled) are never carried; without capacity every surplus group is dropped.
+    assert plan_carry(informative, selected=[0, 1, 2], capacity=0) == type(plan)(carried=[], dropped=[3, 5, 6])
+    assert plan_carry([False, False], selected=[0, 1], capacity=4) == type(plan)(carried=[], dropped=[])
+    with pytest.raises(ValueError, match="capacity"):
+        plan_carry(informative, selected=[], capacity=-1)
+
+
+@pytest.mark.parametrize("batch_groups", [8, 64])
+@pytest.mark.parametrize("pass_rate", [None, 0.1, 0.44, 0.9, 1.0])
+@pytest.mark.parametrize("granularity", [1, 2])
+def test_first_round_sizing_without_carry_is_unchanged(batch_groups, pass_rate, granularity):
+    assert first_round_extra_groups_after_carry(batch_groups, 0, pass_rate, granularity) == first_round_extra_groups(
+        batch_groups, pass_rate, granularity
+    )
+
+
+def test_first_round_asks_only_for_the_groups_carrying_did_not_fill():
+    # 64 groups at pass rate 0.44: ceil(64 / 0.44 * 1.2) = 175 in all, 111 beside the dataloader's 64.
+    assert first_round_extra_groups_after_carry(64, 0, 0.44, 1) == 111
+    # 20 carried: ceil(44 / 0.44 * 1.2) = 120, so 56 extra.
+    assert first_round_extra_groups_after_carry(64, 20, 0.44, 1) == 56
+    # The dataloader's own groups already cover what is expected: nothing extra; a full carry needs nothing.
+    assert first_round_extra_groups_after_carry(64, 40, 0.9, 1) == 0
+    assert first_round_extra_groups_after_carry(8, 8, 0.44, 1) == 0
+    # Extra groups stay a multiple of the granularity.
+    assert first_round_extra_groups_after_carry(8, 3, 0.3, 2) % 2 == 0
+    with pytest.raises(ValueError, match="carried_groups"):
+        first_round_extra_groups_after_carry(8, 9, 0.44, 1)
+
+
+def test_carrying_needs_one_of_accumulation_and_generation_to_divide_the_other():
+    assert carry_layout_problem(1, 1, 1) is None
+    assert carry_layout_problem(4, 2, 2) is None
+    assert carry_layout_problem(4, 1, 1) is None  # four generation batches per optimizer step
+    assert carry_layout_problem(1, 4, 1) is None  # four optimizer updates per generation batch
+    assert carry_layout_problem(2, 4, 1) is None  # two
+    assert carry_layout_problem(1, 2, 2) is None  # two iterations over a batch of two steps: four updates
+    problem = carry_layout_problem(2, 3, 1)
+    assert "gradient_accumulation_steps (2) and steps_per_generation * num_iterations (3 * 1 = 3)" in problem
+    assert carry_layout_problem(3, 1, 2) is not None
+
+
+def test_placing_generating_logps_replaces_only_carried_rows_and_their_real_tokens():
+    old = torch.zeros(3, 4)
+    rows = [
+        SimpleNamespace(generating_logps=None),
+        SimpleNamespace(generating_logps=torch.tensor([-1.0, -2.0])),
+        SimpleNamespace(generating_logps=torch.tensor([-3.0, -4.0, -5.0, -6.0])),
+    ]
+    placed = place_generating_logps(old, rows)
+    assert placed.tolist() == [[0, 0, 0, 0], [-1, -2, 0, 0], [-3, -4, -5, -6]]
+    assert old.abs().sum() == 0  # the input is left untouched
+
+
+def test_a_layout_where_neither_divides_the_other_is_refused_only_when_carrying_is_asked_for(tmp_path):
+    layout = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "steps_per_generation": 3}
+    with pytest.raises(
+        ValueError,
+        match=r"^dynamic_sampling_carry_surplus=True is not allowed; expected None \(on where supported\) or False, "
+        r"because neither of gradient_accumulation_steps \(2\) and steps_per_generation \* num_iterations "
+        r"\(3 \* 1 = 3\) divides the other.*; or keep True and make one of them a multiple of the other",
+    ):
+        toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=True)
+    # The default accepts the layout; the trainer then trains without carrying (tests/dynamic_sampling/test_options.py).
+    assert toy_config(DAPOConfig, tmp_path, **layout).dynamic_sampling_carry_surplus is None
+    assert toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=False)
