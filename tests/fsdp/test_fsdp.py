@@ -34,7 +34,7 @@ pytestmark = fsdp_test
 
 SCRIPT = SCRIPTS / "fsdp_runs.py"
 RUNS = {
-    2: ("defaults", "resumed", "published", "dr_grpo", "capped", "reward_model", "lora", "uneven"),
+    2: ("defaults", "resumed", "published", "dr_grpo", "capped", "reward_model", "lora", "uneven", "planned"),
     1: ("defaults", "resumed"),
 }
 # Generous for a loaded 2-core machine (FSDP2's eight runs took about 30 s at load 6); a hang is killed here.
@@ -94,6 +94,16 @@ def test_fsdp2_generates_in_calls_of_at_most_the_cap(launched):
     capped = records["capped"][0]["generate_rows"]
     assert set(capped) == {GENERATE_CALL_CAP}
     assert max(records["defaults"][0]["generate_rows"]) > PER_DEVICE_BATCH
+
+
+def test_fsdp2_processes_agree_on_the_memory_plan_before_generating(launched):
+    """Rank 0's free memory fits one generation batch per call, rank 1's three: both make rank 0's calls, so no
+    process needs a retry it could not make alone, and a round larger than a batch is split on both alike."""
+    rank0, rank1 = launched(2)["planned"]
+    assert rank0["generate_rows"] == rank1["generate_rows"]
+    assert max(rank0["generate_rows"]) == PER_DEVICE_BATCH
+    rounds = sum(entry["dynamic_sampling/rounds"] for entry in rank0["logs"])
+    assert len(rank0["generate_rows"]) > rounds, "a round larger than the cap must have been split for the plan to act"
 
 
 def test_fsdp2_reward_model_is_prepared_whole_on_every_rank(launched):

@@ -8,6 +8,7 @@ Each rank writes `DIR/rank<r>.json`; tests/dynamic_sampling/test_generation_memo
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -31,14 +32,12 @@ PER_DEVICE_BATCH = 8  # the generation batch per process: two groups
 STEPS = 3
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Two ranks with different free memory; records their calls.")
-    parser.add_argument("--out", required=True, type=Path)
-    args = parser.parse_args()
-    rank = int(os.environ["RANK"])
-    allowed_rows = PER_DEVICE_BATCH * (1 + 2 * rank)
+@contextlib.contextmanager
+def free_memory_allowing(allowed_rows: int):
+    """Replaces the device's free-memory reading with one that fits exactly `allowed_rows` rows of the call being
+    planned (by the package's own estimate of a row), for as long as the context lasts."""
     estimates = []
-    estimate = generation_memory.row_bytes
+    estimate, reading = generation_memory.row_bytes, generation_memory.free_device_memory
 
     def recording_row_bytes(*arguments):
         estimates.append(estimate(*arguments))
@@ -46,6 +45,19 @@ def main() -> None:
 
     generation_memory.row_bytes = recording_row_bytes
     generation_memory.free_device_memory = lambda device: generation_memory.free_bytes_for(allowed_rows, estimates[-1])
+    try:
+        yield
+    finally:
+        generation_memory.row_bytes, generation_memory.free_device_memory = estimate, reading
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Two ranks with different free memory; records their calls.")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    rank = int(os.environ["RANK"])
+    allowed_rows = PER_DEVICE_BATCH * (1 + 2 * rank)
+    free_memory_allowing(allowed_rows).__enter__()  # for the whole process
     task = make_toy_task(seed=0)
     config = toy_config(
         DAPOConfig, args.out / "run", per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,

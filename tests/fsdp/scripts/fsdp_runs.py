@@ -5,7 +5,9 @@ generated, decided and trained (tests/dynamic_sampling/scripts/step_records.py).
     PYTHONPATH=. HF_HUB_OFFLINE=1 accelerate launch --num_processes 2 --mixed_precision no \\
         --config_file <trl>/accelerate_configs/fsdp2.yaml tests/fsdp/scripts/fsdp_runs.py --out DIR --runs ...
 
-The runs are those of tests/dynamic_sampling/scripts/sharded_runs.py, and two that end the launch:
+The runs are those of tests/dynamic_sampling/scripts/sharded_runs.py; "planned", the defaults with each rank's
+free-memory reading replaced (rank 0's fits one generation batch per call, rank 1's three), so that the memory plan
+acts and the ranks must agree on it; and two that end the launch:
 
 - "out_of_memory": one training step in which rank 0's first `generate` call raises CUDA's out-of-memory error;
 - "one_rank_forward": one training step, then a forward of the sharded policy on rank 1 only, while rank 0 waits
@@ -35,7 +37,15 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp._flat_param import FlatParamHandle
 from torch.distributed.tensor import DTensor
 
-from tests.dynamic_sampling.scripts.sharded_runs import build_run, end_process_group, run, sums, warm_task
+from tests.dynamic_sampling.scripts.sharded_runs import (
+    PER_DEVICE_BATCH,
+    build_run,
+    end_process_group,
+    run,
+    sums,
+    warm_task,
+)
+from tests.dynamic_sampling.scripts.two_process_memory import free_memory_allowing
 
 CUDA_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (simulated on rank 0)"
 FORWARD_STARTED = "rank 1: a forward of the sharded policy on this process only"
@@ -144,7 +154,15 @@ def one_rank_forward(task, pristine, out_dir: Path, rank: int) -> None:
         time.sleep(0.5)
 
 
-ENDING_RUNS = {"out_of_memory": out_of_memory, "one_rank_forward": one_rank_forward}
+def planned(task, pristine, out_dir: Path, rank: int) -> None:
+    """The defaults with each rank's free-memory reading replaced: rank 0's fits one generation batch per call,
+    rank 1's three. The ranks must agree on rank 0's cap, before either enters `generate`."""
+    with free_memory_allowing(PER_DEVICE_BATCH * (1 + 2 * rank)):
+        run("planned", task, pristine, out_dir, rank, Fsdp())
+
+
+# Runs with a body of their own; "out_of_memory" and "one_rank_forward" end the launch.
+OWN_RUNS = {"planned": planned, "out_of_memory": out_of_memory, "one_rank_forward": one_rank_forward}
 
 
 def main() -> None:
@@ -156,8 +174,8 @@ def main() -> None:
     keep_fsdp1_state_dicts_in_place()
     task, pristine = warm_task(runs, args.out)
     for name in runs:
-        if name in ENDING_RUNS:
-            ENDING_RUNS[name](task, pristine, args.out, rank)
+        if name in OWN_RUNS:
+            OWN_RUNS[name](task, pristine, args.out, rank)
         else:
             run(name, task, pristine, args.out, rank, Fsdp())
     end_process_group()
