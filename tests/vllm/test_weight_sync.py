@@ -34,7 +34,8 @@ def vllm_completion_logps(llm, prompt_ids: list[int], completion_ids: list[int])
     from vllm import SamplingParams
 
     ids = prompt_ids + completion_ids
-    [output] = llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=1), use_tqdm=False)
+    scoring = SamplingParams(max_tokens=1, prompt_logprobs=1)
+    [output] = llm.generate([{"prompt_token_ids": ids}], scoring, use_tqdm=False)
     scored = output.prompt_logprobs[len(prompt_ids) :]
     return torch.tensor([position[token].logprob for position, token in zip(scored, completion_ids, strict=True)])
 

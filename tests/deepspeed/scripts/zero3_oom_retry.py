@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tests.deepspeed.scripts.zero_runs import partition_every_parameter
+from tests.deepspeed.scripts.zero_runs import Zero
 from tests.dynamic_sampling.scripts.sharded_runs import training_logs
 from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward
 from tests.helpers import toy_config
@@ -34,7 +34,7 @@ def run(name: str, task, pristine, out_dir: Path) -> None:
         DAPOConfig, out_dir / name, per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
         max_steps=STEPS, gradient_checkpointing=True, max_rows_per_generate_call=cap,
     )  # fmt: skip
-    partition_every_parameter(config)
+    Zero().configure(config)  # every parameter partitioned, as a real model's are
     trainer = DAPOTrainer(
         copy.deepcopy(pristine), [HalfDegenerateReward(NUM_GENERATIONS)], args=config,
         train_dataset=task.train_dataset, processing_class=task.tokenizer,

@@ -57,19 +57,21 @@ def main() -> None:
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     allowed_rows = PER_DEVICE_BATCH * (1 + 2 * rank)
-    free_memory_allowing(allowed_rows).__enter__()  # for the whole process
-    task = make_toy_task(seed=0)
-    config = toy_config(
-        DAPOConfig, args.out / "run", per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
-        max_steps=STEPS,
-    )  # fmt: skip
-    trainer = DAPOTrainer(
-        task.model, [HalfDegenerateReward(NUM_GENERATIONS)], args=config, train_dataset=task.train_dataset,
-        processing_class=task.tokenizer,
-    )  # fmt: skip
-    log = watch_generate(trainer)
-    trainer.train()
-    record = {"allowed_rows": allowed_rows, "batch_rows": PER_DEVICE_BATCH, "turns": log.turns, "turn_rows": log.turn_rows}
+    with free_memory_allowing(allowed_rows):
+        task = make_toy_task(seed=0)
+        config = toy_config(
+            DAPOConfig, args.out / "run", per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS,
+            max_steps=STEPS,
+        )  # fmt: skip
+        trainer = DAPOTrainer(
+            task.model, [HalfDegenerateReward(NUM_GENERATIONS)], args=config, train_dataset=task.train_dataset,
+            processing_class=task.tokenizer,
+        )  # fmt: skip
+        log = watch_generate(trainer)
+        trainer.train()
+    record = {
+        "allowed_rows": allowed_rows, "batch_rows": PER_DEVICE_BATCH, "turns": log.turns, "turn_rows": log.turn_rows
+    }
     (args.out / f"rank{rank}.json").write_text(json.dumps(record))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
