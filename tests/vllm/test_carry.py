@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling.carry import CARRIED_ROWS_KEY
 
 from ..dynamic_sampling.scripts.rewards import HalfDegenerateReward
 from .helpers import VLLMRecorder, completion_logps, loss_rows, vllm_config, vllm_trainer
@@ -80,16 +81,18 @@ def test_carried_rows_importance_ratio_uses_the_generating_policy_and_vllm_logpr
     checked, largest_gap = 0, 0.0
     for inputs in recorder.loss_inputs:
         batch = inputs["step"] // updates
-        carried = set(carried_out[batch - 1]) if batch else set()
+        # Which rows are carried, as the batch says: a fresh row can repeat a carried one token for token.
+        flags = inputs.get(CARRIED_ROWS_KEY, torch.zeros(inputs["completion_ids"].shape[0], dtype=torch.bool))
         sampled_before = VLLMRecorder.sampled_in(recorder.train_calls((batch - 1) * updates)) if batch else {}
         for prompt, completion, i in loss_rows(inputs):
             n = len(completion)
             old = inputs["old_per_token_logps"][i, :n]
-            if (tuple(prompt), tuple(completion)) not in carried:
+            if not flags[i]:
                 # Fresh rows: old log-probs from the policy that sampled them in this batch, as in TRL.
                 fresh = completion_logps(policies[batch], prompt, completion)
                 torch.testing.assert_close(old, fresh, atol=ATOL, rtol=0)
                 continue
+            assert (tuple(prompt), tuple(completion)) in carried_out[batch - 1]
             generating = completion_logps(policies[batch - 1], prompt, completion)
             torch.testing.assert_close(old, generating, atol=ATOL, rtol=0)
             sampling = inputs["sampling_per_token_logps"][i, :n]
