@@ -170,14 +170,16 @@ def test_projected_grid_hours_by_hand():
 
 def test_the_pilot_rules_as_the_method_fixes_them():
     cheap = {arm: figures() for arm in ("grpo", "dapo", "defaults")}
-    lines = study_report.pilot_rules(cheap, Settings())
+    lines = study_report.pilot_rules(cheap)
+    # 10 seeds x 3 arms x (0.1 s x 8,000 tokens + 3 points x 200 s) + step 0: 11.7 hours, on the grid's settings.
+    assert "10 seeds would take 11.7 CPU hours" in lines[1]
     assert "it acts" in lines[0] and "runs 10 seeds at margin 0.040" in lines[1] and "no pilot evaluation" in lines[2]
     costly = {**cheap, "dapo": figures(per_token=0.4, high=0, truncated=0.25)}
-    lines = study_report.pilot_rules(costly, Settings())
+    lines = study_report.pilot_rules(costly)
     assert "stop and fix it" in lines[0]
     assert "the grid runs 9 seeds and the margin of (1) becomes 0.043" in lines[1]
     assert "`dapo` greedy 0.250" in lines[2]
-    assert study_report.pilot_rules({"grpo": figures()}, Settings())[:2] == [
+    assert study_report.pilot_rules({"grpo": figures()})[:2] == [
         "- Clip-higher: open (no complete `dapo` pilot run).", "- Cost: open (not every arm's pilot run is complete)."]
 
 

@@ -77,9 +77,10 @@ def projected_grid_hours(figures: dict, settings: Settings, seeds: int) -> float
     return (seeds * per_seed + greedy + sampled) / 3600
 
 
-def pilot_rules(figures: dict, settings: Settings) -> list[str]:
-    """The pilot's three rules, as the method fixes them, evaluated; a missing arm leaves its rule open."""
-    lines = []
+def pilot_rules(figures: dict) -> list[str]:
+    """The pilot's three rules, as the method fixes them, evaluated; a missing arm leaves its rule open. The cost
+    rule projects the GRID's settings (both budgets and the fixed step), not the pilot's."""
+    settings, lines = Settings(), []
     dapo = figures.get("dapo")
     if dapo is None:
         lines.append("- Clip-higher: open (no complete `dapo` pilot run).")
@@ -145,7 +146,7 @@ def pilot_section(pilot_dir: str) -> str:
         + ", ".join(f"`{arm}` {', '.join(f'{load:.1f}' for load in row['load_average'])}"
                     for arm, row in figures.items())
         + f". Machine: {next(iter(records.values()))['machine']}.", "",
-        "### The pilot's rules (method, \"Pilot\")", "", *pilot_rules(figures, PILOT_SETTINGS)]
+        "### The pilot's rules (method, \"Pilot\")", "", *pilot_rules(figures)]
     if pending:
         lines += ["", f"Not complete yet: {', '.join(f'`{arm}`' for arm in pending)}."]
     return "\n".join([*lines, ""])
