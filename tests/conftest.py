@@ -13,13 +13,14 @@ from trl_variants.toy import make_toy_task  # noqa: E402
 torch.set_num_threads(1)
 
 # Tests with these markers run several processes, a vLLM engine or a real model: all are slow, marked or not.
-SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp")
+SLOW_KINDS = ("multiprocess", "vllm", "real_model", "fsdp", "study_runner")
 
 
-# Tests run in a step of their own of .ci/run, after the README's command, which skips them (about 10 minutes on an
-# idle 2-core machine; they would add about 2): they run when asked for, by marker (`pytest -m fsdp`) or by path
-# (`pytest tests/fsdp`) or keyword (`pytest -k fsdp`).
-OWN_STEP_KINDS = ("fsdp",)
+# Tests run in steps of their own of .ci/run, after the README's command, which skips them (about 10 minutes on an
+# idle 2-core machine; the FSDP tests would add about 2, the study runner's about 2.5): they run when asked for, by
+# marker (`pytest -m fsdp`, `pytest -m study_runner`), or by a path or keyword that names the kind (`pytest
+# tests/fsdp`, `pytest -k fsdp`).
+OWN_STEP_KINDS = ("fsdp", "study_runner")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `pytest -m "not slow"` must see these marks

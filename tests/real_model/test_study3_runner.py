@@ -12,7 +12,8 @@ import pytest
 
 from tests.test_benchmarks_smoke import REPO
 
-pytestmark = pytest.mark.real_model
+# A step of its own in .ci/run: three runs of the real model would add about 2.5 minutes to the README's command.
+pytestmark = [pytest.mark.real_model, pytest.mark.study_runner]
 
 COMPARED = ("evaluations", "probe", "logged", "train_indices", "complete", "max_visits")
 
