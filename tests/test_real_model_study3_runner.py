@@ -190,3 +190,10 @@ def test_the_committed_report_is_what_the_report_command_prints(capsys):
     study.main(["report"])
     with open(f"{RESULTS_DIR}/report.md", encoding="utf-8") as handle:
         assert capsys.readouterr().out == handle.read()
+
+
+def test_grid_progress_lists_only_complete_runs_in_seed_then_arm_order(tmp_path):
+    for name, complete in (("dapo-seed0", True), ("grpo-seed10", True), ("grpo-seed0", True), ("defaults-seed0", False)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"complete": complete}))
+    (tmp_path / "step0.json").write_text(json.dumps({"greedy": {}}))
+    assert study_report.complete_grid_runs(str(tmp_path)) == ["grpo-seed0", "dapo-seed0", "grpo-seed10"]

@@ -157,7 +157,8 @@ def report(results_dir: str = RESULTS_DIR) -> str:
     lines = ["# Real-model study 3: report", "",
              "Regenerated from the committed result files by `python -m benchmarks.real_model_study3.study report`; "
              "method: [docs/results/real_model_study3_method.md](../../../docs/results/real_model_study3_method.md). "
-             "The grid has not run: no comparison is read yet.", "", pilot_section(os.path.join(results_dir, "pilot"))]
+             "No comparison is read until every seed of the compared arms is in.", "",
+             pilot_section(os.path.join(results_dir, "pilot"))]
     if os.path.isfile(step0_path):
         with open(step0_path, encoding="utf-8") as handle:
             step0 = json.load(handle)
@@ -167,4 +168,20 @@ def report(results_dir: str = RESULTS_DIR) -> str:
                   f"pass rate {step0['sampled']['pass_rate']:.3f} (truncated "
                   f"{step0['sampled']['truncated_fraction']:.3f}, "
                   f"{step0['sampled_cpu_seconds']:.0f} CPU s), on {step0['greedy']['prompts']} held-out problems.", ""]
+    complete = complete_grid_runs(os.path.join(results_dir, "runs"))
+    lines += ["## Grid progress", "",
+              f"Complete runs: {', '.join(f'`{name}`' for name in complete) if complete else 'none yet'} "
+              f"({len(complete)} of {len(ARMS) * SEEDS_PLANNED}).", ""]
     return "\n".join(lines)
+
+
+def complete_grid_runs(runs_dir: str) -> list[str]:
+    """The grid's runs whose result file says they are complete, by name (`arm-seedS`), in seed then arm order."""
+    found = []
+    for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        if name.endswith(".json") and name != STEP0_FILE:
+            with open(os.path.join(runs_dir, name), encoding="utf-8") as handle:
+                if json.load(handle).get("complete"):
+                    found.append(name.removesuffix(".json"))
+    arm_order = {"grpo": 0, "dapo": 1, "defaults": 2}
+    return sorted(found, key=lambda run: (int(run.rpartition("-seed")[2]), arm_order.get(run.partition("-")[0], 3)))
