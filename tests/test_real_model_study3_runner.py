@@ -192,8 +192,13 @@ def test_the_committed_report_is_what_the_report_command_prints(capsys):
         assert capsys.readouterr().out == handle.read()
 
 
-def test_grid_progress_lists_only_complete_runs_in_seed_then_arm_order(tmp_path):
+
+def test_the_grid_report_reads_only_complete_runs_by_arm_and_seed(tmp_path):
+    from benchmarks.real_model_study3.grid_report import load_grid
+
     for name, complete in (("dapo-seed0", True), ("grpo-seed10", True), ("grpo-seed0", True), ("defaults-seed0", False)):
-        (tmp_path / f"{name}.json").write_text(json.dumps({"complete": complete}))
+        arm, _, seed = name.partition("-seed")
+        (tmp_path / f"{name}.json").write_text(json.dumps({"arm": arm, "seed": int(seed), "complete": complete}))
     (tmp_path / "step0.json").write_text(json.dumps({"greedy": {}}))
-    assert study_report.complete_grid_runs(str(tmp_path)) == ["grpo-seed0", "dapo-seed0", "grpo-seed10"]
+    runs = load_grid(str(tmp_path))
+    assert {arm: sorted(seeds) for arm, seeds in runs.items()} == {"dapo": [0], "grpo": [0, 10]}

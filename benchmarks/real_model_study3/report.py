@@ -16,6 +16,7 @@ import statistics
 
 from benchmarks.shared.output import markdown_table
 
+from .grid_report import grid_section
 from .design import (ARMS, PILOT_CPU_HOURS_LIMIT, PILOT_FALLBACK, PILOT_TRUNCATION_LIMIT, RESULTS_DIR, STEP0_FILE,
                      Settings)
 
@@ -168,20 +169,8 @@ def report(results_dir: str = RESULTS_DIR) -> str:
                   f"pass rate {step0['sampled']['pass_rate']:.3f} (truncated "
                   f"{step0['sampled']['truncated_fraction']:.3f}, "
                   f"{step0['sampled_cpu_seconds']:.0f} CPU s), on {step0['greedy']['prompts']} held-out problems.", ""]
-    complete = complete_grid_runs(os.path.join(results_dir, "runs"))
-    lines += ["## Grid progress", "",
-              f"Complete runs: {', '.join(f'`{name}`' for name in complete) if complete else 'none yet'} "
-              f"({len(complete)} of {len(ARMS) * SEEDS_PLANNED}).", ""]
+    with open(os.path.join(results_dir, "plan.json"), encoding="utf-8") as handle:
+        plan = json.load(handle)
+    lines.append(grid_section(os.path.join(results_dir, "runs"), plan))
     return "\n".join(lines)
 
-
-def complete_grid_runs(runs_dir: str) -> list[str]:
-    """The grid's runs whose result file says they are complete, by name (`arm-seedS`), in seed then arm order."""
-    found = []
-    for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
-        if name.endswith(".json") and name != STEP0_FILE:
-            with open(os.path.join(runs_dir, name), encoding="utf-8") as handle:
-                if json.load(handle).get("complete"):
-                    found.append(name.removesuffix(".json"))
-    arm_order = {"grpo": 0, "dapo": 1, "defaults": 2}
-    return sorted(found, key=lambda run: (int(run.rpartition("-seed")[2]), arm_order.get(run.partition("-")[0], 3)))
