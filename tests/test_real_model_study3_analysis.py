@@ -165,3 +165,12 @@ def test_the_decision_follows_the_methods_order():
         "carrying_off", "not_shown"]
     assert analysis.decide(grid(0.0), STEP0, PLAN, range(5)) == ["invalid"]
     assert set(analysis.DECISIONS) >= {"pending", "held", "carrying_off", "invalid", "non_inferior", "not_shown"}
+
+
+def test_the_carried_rows_ratio_pools_the_steps_that_trained_carried_rows():
+    logged = {"dynamic_sampling/carried_ratio_mean": {"5": 1.01, "9": 0.97},
+              "dynamic_sampling/carried_ratio_max": {"5": 1.4, "9": 2.5}}
+    runs = {"defaults": {0: record("defaults", 0, 0.5, 0.5, 0.5, logged=logged),
+                         1: record("defaults", 1, 0.5, 0.5, 0.5)}}
+    assert analysis.carried_ratio(runs, "defaults") == (pytest.approx(0.99), 2.5, 2)
+    assert analysis.carried_ratio({"defaults": {1: runs["defaults"][1]}}, "defaults")[2] == 0

@@ -250,6 +250,18 @@ def carried_groups_trained(record: dict, by_step: int) -> float:
     return sum(value for at, value in carried.items() if int(at) <= by_step)
 
 
+def carried_ratio(runs: dict, arm: str) -> tuple[float, float, int]:
+    """The per-token policy ratio of carried rows over `arm`'s complete runs: the mean of the logged per-step means,
+    the largest logged maximum, and how many optimizer steps trained carried rows (the instability rule looks here
+    first)."""
+    means, maxima = [], []
+    for seed in complete_seeds(runs, (arm,)):
+        logged = runs[arm][seed]["logged"]
+        means += list(logged.get("dynamic_sampling/carried_ratio_mean", {}).values())
+        maxima += list(logged.get("dynamic_sampling/carried_ratio_max", {}).values())
+    return (statistics.fmean(means) if means else math.nan, max(maxima, default=math.nan), len(means))
+
+
 DECISIONS = {
     "pending": "no decision: not every seed of the compared arms is in",
     "held": "no decision rests on an arm that truncated more than 20 % at an evaluation until the cause is found",

@@ -121,6 +121,14 @@ def clip_rows(runs: dict) -> list[list[str]]:
     return rows
 
 
+def carried_ratio_line(runs: dict) -> str:
+    mean, largest, steps = analysis.carried_ratio(runs, "defaults")
+    if not steps:
+        return "Carried rows' policy ratio (`defaults`): no optimizer step of a complete run trained a carried row."
+    return (f"Carried rows' per-token policy ratio (`defaults`), over the {steps} optimizer steps of complete runs "
+            f"that trained carried rows: mean of the steps' means {mean:.4f}, largest value {largest:.4f}.")
+
+
 def truncation_rows(runs: dict) -> list[list[str]]:
     rows = []
     for arm in ARMS:
@@ -197,6 +205,7 @@ def grid_section(runs_dir: str, plan: dict) -> str:
               "`clip_ratio/high_mean` / `clip_ratio/low_mean` per generation batch (its steps): each run's mean over "
               "the batch's steps, averaged over the runs that trained it (their number in brackets).", "",
               markdown_table(["steps", *(f"`{arm}`" for arm in ARMS)], clip_rows(runs)), "",
+              carried_ratio_line(runs), "",
               "### Truncated at the limit", "",
               f"Share of held-out completions that hit the length limit, mean over runs (max); the instability rule "
               f"acts above {analysis.INSTABILITY_LIMIT:.0%}.", "",
