@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 
 from benchmarks.real_model_study import power_formulas
+from benchmarks.real_model_study.study_analysis import complete_seeds, paired_differences
 from benchmarks.shared.stats import Interval, t_interval
 
 from .design import MARGIN
@@ -20,12 +21,6 @@ from .design import MARGIN
 VALIDITY_GAIN = 2 * MARGIN  # grpo's gain at the last budget must clear this for (1)'s margin to mean something
 INSTABILITY_LIMIT = 0.20  # share of held-out completions truncated at the limit, at any evaluation of an arm
 MEASURES = ("greedy", "sampled")  # greedy accuracy decides; the sampled pass rate is reported beside it
-
-
-def complete_seeds(runs: dict, arms) -> list[int]:
-    """Seeds whose runs of every one of `arms` are complete."""
-    seed_sets = [{seed for seed, record in runs.get(arm, {}).items() if record["complete"]} for arm in arms]
-    return sorted(set.intersection(*seed_sets)) if seed_sets else []
 
 
 def point(record: dict, kind: str, budget: int | None = None) -> dict:
@@ -59,11 +54,6 @@ def at_fixed_step(measure: str = "greedy"):
 def over_budgets(measure: str = "greedy"):
     """The summary of (1) and (2) at equal tokens: the mean over the token budgets of the run's `measure`."""
     return lambda record: statistics.fmean(score(point(record, "budget", b), measure) for b in budgets(record))
-
-
-def paired_differences(runs: dict, arm: str, other: str, summary) -> list[float]:
-    """Per seed, `summary(arm's record) - summary(other's record)`, seeds with both runs complete, in seed order."""
-    return [summary(runs[arm][seed]) - summary(runs[other][seed]) for seed in complete_seeds(runs, (arm, other))]
 
 
 @dataclass(frozen=True)
