@@ -54,7 +54,7 @@ def test_comparison_one_is_the_interval_of_the_per_seed_mean_over_budgets_agains
     expected = [0.05 + 0.01, -0.01, 0.02, 0.0, -0.02]  # (defaults - grpo) averaged over the two budgets
     assert found.differences == pytest.approx(expected)
     assert found.interval == t_interval(found.differences)
-    assert found.test == "non-inferiority" and found.threshold == 0.04
+    assert found.test == "non-inferiority" and found.planned_threshold == 0.04
     assert found.passes() == (found.interval.low > -0.04)
     worse = analysis.comparisons(grid(defaults_gain=-0.08), PLAN)["(1)"]
     assert worse.interval.high < 0 and not worse.passes()

@@ -196,9 +196,9 @@ def test_the_committed_report_is_what_the_report_command_prints(capsys):
 def test_the_grid_report_reads_only_complete_runs_by_arm_and_seed(tmp_path):
     from benchmarks.real_model_study3.grid_report import load_grid
 
-    for name, complete in (("dapo-seed0", True), ("grpo-seed10", True), ("grpo-seed0", True), ("defaults-seed0", False)):
+    runs = (("dapo-seed0", True), ("grpo-seed10", True), ("grpo-seed0", True), ("defaults-seed0", False))
+    for name, complete in runs:
         arm, _, seed = name.partition("-seed")
         (tmp_path / f"{name}.json").write_text(json.dumps({"arm": arm, "seed": int(seed), "complete": complete}))
     (tmp_path / "step0.json").write_text(json.dumps({"greedy": {}}))
-    runs = load_grid(str(tmp_path))
-    assert {arm: sorted(seeds) for arm, seeds in runs.items()} == {"dapo": [0], "grpo": [0, 10]}
+    assert {arm: sorted(seeds) for arm, seeds in load_grid(str(tmp_path)).items()} == {"dapo": [0], "grpo": [0, 10]}

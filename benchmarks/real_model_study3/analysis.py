@@ -59,7 +59,8 @@ def over_budgets(measure: str = "greedy"):
 @dataclass(frozen=True)
 class Comparison:
     """One comparison fixed in advance: its per-seed paired differences, their interval, and the realised spread
-    and power beside the planned ones. `test` is "non-inferiority" (at `threshold`, the margin) or "detection"."""
+    and power beside the planned ones. `test` is "non-inferiority" (at `planned_threshold`, the margin) or
+    "detection" (`planned_threshold`: the difference the plan sized it to detect)."""
 
     name: str
     measure: str
@@ -68,7 +69,6 @@ class Comparison:
     interval: Interval
     planned_sd: float
     planned_threshold: float
-    threshold: float = MARGIN
 
     @property
     def realised_sd(self) -> float:
@@ -94,9 +94,9 @@ class Comparison:
         return power_formulas.detection_power(self.planned_threshold, sd, seeds)
 
     def passes(self) -> bool:
-        """Non-inferiority: the interval's lower end above -threshold. Detection: the interval excludes 0."""
+        """Non-inferiority: the interval's lower end above -planned_threshold. Detection: the interval excludes 0."""
         if self.test == "non-inferiority":
-            return not math.isnan(self.interval.low) and self.interval.low > -self.threshold
+            return not math.isnan(self.interval.low) and self.interval.low > -self.planned_threshold
         return self.interval.excludes_zero()
 
 

@@ -4,33 +4,26 @@ the planned ones, the validity check, generation per informative row, clip-highe
 each evaluation and the decision. Everything is computed by analysis.py from the committed result files."""
 
 import glob
-import json
 import math
 import os
 import statistics
 
+from benchmarks.real_model.real_model_recorder import read_result
 from benchmarks.shared.output import markdown_table
 from benchmarks.shared.stats import t_interval
 
 from . import analysis
-from .design import ARMS, MARGIN, SEEDS, STEP0_FILE
-
-MEASURE_NAMES = {"greedy": "greedy accuracy", "sampled": "sampled pass rate"}
+from .design import ARMS, MARGIN, SEEDS
 
 
 def load_grid(runs_dir: str) -> dict:
     """arm -> seed -> record, for every complete result file of the grid in `runs_dir`."""
     runs: dict = {}
     for path in sorted(glob.glob(os.path.join(runs_dir, "*-seed*.json"))):
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
+        record = read_result(path)
         if record["complete"]:
             runs.setdefault(record["arm"], {})[record["seed"]] = record
     return runs
-
-
-def signed(value: float, digits: int = 3) -> str:
-    return "n/a" if math.isnan(value) else f"{value:+.{digits}f}"
 
 
 def run_rows(runs: dict) -> list[list[str]]:
@@ -54,8 +47,8 @@ def verdict(found: analysis.Comparison) -> str:
     if found.interval.n < 2:
         return "too few seeds"
     if found.test == "non-inferiority":
-        return (f"non-inferior at {found.threshold:.3f}" if found.passes()
-                else f"non-inferiority at {found.threshold:.3f} not shown")
+        return (f"non-inferior at {found.planned_threshold:.3f}" if found.passes()
+                else f"non-inferiority at {found.planned_threshold:.3f} not shown")
     if found.passes():
         return "difference"
     return f"no difference detected (80 % power at {found.realised_threshold():.3f})"
@@ -67,8 +60,7 @@ def comparison_rows(runs: dict, plan: dict) -> list[list[str]]:
             for key, found in greedy.items()]
     budgets = next(iter(next(iter(runs.values())).values()))["settings"]["token_budgets"] if runs else []
     for budget in budgets:
-        alone = [t_interval(analysis.paired_differences(runs, "defaults", "grpo",
-                                                                 analysis.at_budget(budget, measure)))
+        alone = [t_interval(analysis.paired_differences(runs, "defaults", "grpo", analysis.at_budget(budget, measure)))
                  for measure in analysis.MEASURES]
         rows.append([f"(1) at {budget:,} tokens alone (not deciding)", str(alone[0].n), alone[0].text(), "-",
                      alone[1].text()])
@@ -94,9 +86,9 @@ def power_rows(runs: dict, plan: dict) -> list[list[str]]:
 def generation_rows(runs: dict) -> list[list[str]]:
     rows = []
     for arm in ARMS:
-        values = [analysis.generation_per_informative_row(runs[arm][seed])
-                  for seed in analysis.complete_seeds(runs, (arm,))]
-        untrained = [analysis.informative_untrained(runs[arm][seed]) for seed in analysis.complete_seeds(runs, (arm,))]
+        records = [runs[arm][seed] for seed in analysis.complete_seeds(runs, (arm,))]
+        values = [analysis.generation_per_informative_row(record) for record in records]
+        untrained = [analysis.informative_untrained(record) for record in records]
         rows.append([f"`{arm}`", str(len(values)), t_interval(values).text(2),
                      f"{sum(untrained):.0f}" if untrained else "-"])
     return rows
@@ -154,13 +146,10 @@ def token_rows(runs: dict) -> list[list[str]]:
     return rows
 
 
-def grid_section(runs_dir: str, plan: dict) -> str:
+def grid_section(runs_dir: str, plan: dict, step0: dict | None) -> str:
+    """The section, from the complete runs in `runs_dir`, the plan (plan.json) and the shared step-0 evaluation
+    (None before it is measured: the validity check and the decision need it)."""
     runs = load_grid(runs_dir)
-    step0_path = os.path.join(runs_dir, STEP0_FILE)
-    step0 = None
-    if os.path.isfile(step0_path):
-        with open(step0_path, encoding="utf-8") as handle:
-            step0 = json.load(handle)
     complete = analysis.complete_seeds(runs, tuple(ARMS))
     done = sum(len(seeds) for seeds in runs.values())
     lines = ["## Grid", "", f"Complete runs: {done} of {len(ARMS) * len(SEEDS)}; seeds with all three arms: "
@@ -197,10 +186,11 @@ def grid_section(runs_dir: str, plan: dict) -> str:
     lines += ["### Generated completions per informative trained row (4)", "",
               "Every completion the batches generated before the last budget's evaluation (all rounds, dropped and "
               "carried groups included), over the rows those batches trained with a nonzero advantage; paired "
-              "differences in the comparisons above. An informative group generated before that boundary and not trained by it "
-              "was dropped as surplus (`dapo`) or carried past it (`defaults`).", "",
+              "differences in the comparisons above. An informative group generated before that boundary and not "
+              "trained by it was dropped as surplus (`dapo`) or carried past it (`defaults`).", "",
               markdown_table(["arm", "runs", "mean [95 % interval]",
-                              "informative groups generated, not trained by then (all runs)"], generation_rows(runs)), "",
+                              "informative groups generated, not trained by then (all runs)"],
+                             generation_rows(runs)), "",
               "### Clip-higher acting", "",
               "`clip_ratio/high_mean` / `clip_ratio/low_mean` per generation batch (its steps): each run's mean over "
               "the batch's steps, averaged over the runs that trained it (their number in brackets).", "",

@@ -2,37 +2,32 @@
 
     python -m benchmarks.real_model_study3.study report > benchmarks/real_model_study3/results/report.md
 
-For now its pilot section: per arm the CPU seconds per generated token in the study's layout, the cost of a greedy
+Here: the pilot's section (per arm the CPU seconds per generated token in the study's layout, the cost of a greedy
 and a sampled evaluation, the clip ratios, the truncated shares, the policy ratio of carried rows and the most
-visits of a training problem; and the pilot's three rules (method, "Pilot") evaluated on them. No comparison is
-read from the pilot.
+visits of a training problem; and the pilot's three rules, method "Pilot", evaluated on them; no comparison is read
+from the pilot) and the shared step 0. The grid's section, with the comparisons: grid_report.py.
 """
 
 import glob
-import json
 import math
 import os
 import statistics
 
+from benchmarks.real_model.real_model_recorder import read_result
 from benchmarks.shared.output import markdown_table
 
+from .design import (ARMS, PILOT_CPU_HOURS_LIMIT, PILOT_FALLBACK, PILOT_TRUNCATION_LIMIT, RESULTS_DIR, SEEDS,
+                     STEP0_FILE, Settings)
 from .grid_report import grid_section
-from .design import (ARMS, PILOT_CPU_HOURS_LIMIT, PILOT_FALLBACK, PILOT_TRUNCATION_LIMIT, RESULTS_DIR, STEP0_FILE,
-                     Settings)
 
 CLIP_KEYS = ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
-SEEDS_PLANNED = 10
+SEEDS_PLANNED = len(SEEDS)
 
 
-def load_records(runs_dir: str, complete_only: bool = True) -> dict:
-    """arm -> record, for every result file in `runs_dir` (complete ones only unless asked)."""
-    records = {}
-    for path in sorted(glob.glob(os.path.join(runs_dir, "*-seed*.json"))):
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-        if record["complete"] or not complete_only:
-            records[record["arm"]] = record
-    return records
+def load_records(runs_dir: str) -> dict:
+    """arm -> record, for every result file in `runs_dir`, complete or not."""
+    paths = sorted(glob.glob(os.path.join(runs_dir, "*-seed*.json")))
+    return {record["arm"]: record for record in map(read_result, paths)}
 
 
 def logged_values(record: dict, key: str) -> list[float]:
@@ -118,8 +113,9 @@ def pilot_rules(figures: dict) -> list[str]:
 def pilot_section(pilot_dir: str) -> str:
     from .design import PILOT_SETTINGS
 
-    records = load_records(pilot_dir)
-    pending = sorted(set(load_records(pilot_dir, complete_only=False)) - set(records))
+    every_record = load_records(pilot_dir)
+    records = {arm: record for arm, record in every_record.items() if record["complete"]}
+    pending = sorted(set(every_record) - set(records))
     figures = {arm: pilot_figures(records[arm]) for arm in ARMS if arm in records}
     lines = ["## Pilot", "",
              f"One run per arm on the pilot's block of 120 problems (trainer seed 10), to the first budget "
@@ -160,17 +156,14 @@ def report(results_dir: str = RESULTS_DIR) -> str:
              "method: [docs/results/real_model_study3_method.md](../../../docs/results/real_model_study3_method.md). "
              "No comparison is read until every seed of the compared arms is in.", "",
              pilot_section(os.path.join(results_dir, "pilot"))]
-    if os.path.isfile(step0_path):
-        with open(step0_path, encoding="utf-8") as handle:
-            step0 = json.load(handle)
+    step0 = read_result(step0_path)
+    if step0 is not None:
         lines += ["## Step 0 (shared by every run of the grid)", "",
                   f"Greedy accuracy {step0['greedy']['pass_rate']:.3f} (truncated "
                   f"{step0['greedy']['truncated_fraction']:.3f}, {step0['greedy_cpu_seconds']:.0f} CPU s), sampled "
                   f"pass rate {step0['sampled']['pass_rate']:.3f} (truncated "
                   f"{step0['sampled']['truncated_fraction']:.3f}, "
                   f"{step0['sampled_cpu_seconds']:.0f} CPU s), on {step0['greedy']['prompts']} held-out problems.", ""]
-    with open(os.path.join(results_dir, "plan.json"), encoding="utf-8") as handle:
-        plan = json.load(handle)
-    lines.append(grid_section(os.path.join(results_dir, "runs"), plan))
+    plan = read_result(os.path.join(results_dir, "plan.json"))
+    lines.append(grid_section(os.path.join(results_dir, "runs"), plan, step0))
     return "\n".join(lines)
-
