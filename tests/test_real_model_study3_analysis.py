@@ -132,6 +132,28 @@ def test_generation_per_informative_row_counts_every_round_and_only_trained_info
     assert analysis.informative_untrained(dapo) == 5
 
 
+def test_comparison_four_is_paired_per_seed_and_listed_with_the_comparisons():
+    from benchmarks.real_model_study3.grid_report import comparison_rows
+
+    def probe(equal_per_batch):  # three batches of 8 groups (64 completions) before the last budget
+        return {str(at): {"completions": 64, "groups": 8, "equal_score_groups": equal}
+                for at, equal in zip((0, 4, 8), equal_per_batch, strict=True)}
+
+    runs = {"grpo": {}, "dapo": {}, "defaults": {}}
+    for seed, extra in enumerate((0, 1, 2)):
+        runs["grpo"][seed] = record("grpo", seed, 0.5, 0.5, 0.5, probe=probe((4, 4, 4 - extra)))
+        for arm, kept in (("dapo", 6.0), ("defaults", 8.0)):
+            logged = {"dynamic_sampling/kept_groups": {"1": kept, "5": kept, "9": kept - extra}}
+            runs[arm][seed] = record(arm, seed, 0.5, 0.5, 0.5, probe=probe((0, 0, 0)), logged=logged)
+    found = analysis.generation_comparisons(runs, PLAN)
+    expected = [192 / ((24 - extra) * 8) - 192 / ((18 - extra) * 8) for extra in (0, 1, 2)]
+    assert found["defaults - dapo"].differences == pytest.approx(expected)
+    rows = {row[0]: row for row in comparison_rows(runs, PLAN)}
+    row = rows["(4) `defaults` - `dapo`, completions per informative row"]
+    assert row[1:3] == ["3", t_interval(expected).text(2)]
+    assert "(4) `dapo` - `grpo`, completions per informative row" in rows
+
+
 def test_carried_groups_trained_count_batches_that_began_by_the_step():
     run = record("defaults", 0, 0.5, 0.5, 0.5, logged={"dynamic_sampling/carried_groups": {"5": 2.0, "9": 3.0,
                                                                                           "13": 4.0}})

@@ -64,6 +64,9 @@ def comparison_rows(runs: dict, plan: dict) -> list[list[str]]:
                  for measure in analysis.MEASURES]
         rows.append([f"(1) at {budget:,} tokens alone (not deciding)", str(alone[0].n), alone[0].text(), "-",
                      alone[1].text()])
+    for found in analysis.generation_comparisons(runs, plan).values():
+        rows.append([f"{found.name}, completions per informative row", str(found.interval.n),
+                     found.interval.text(2), verdict(found), "-"])
     return rows
 
 
@@ -167,7 +170,8 @@ def grid_section(runs_dir: str, plan: dict, step0: dict | None) -> str:
         f" (interim: {len(complete)} of {len(SEEDS)} seeds; nothing is decided)" if interim else "")
     lines += [heading, "",
               "Paired (same-seed) differences, mean and two-sided 95 % Student-t interval over seeds; greedy accuracy "
-              f"decides, the sampled pass rate is beside it. (1)'s margin: {MARGIN:.3f}.", "",
+              f"decides, the sampled pass rate is beside it; (4) in generated completions. (1)'s margin: "
+              f"{MARGIN:.3f}.", "",
               markdown_table(["comparison", "seeds", "greedy accuracy", "result", "sampled pass rate"],
                              comparison_rows(runs, plan)), "",
               "### Realised spread and power", "",
