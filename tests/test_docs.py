@@ -432,6 +432,7 @@ def test_real_model_study_figures_quoted_in_the_docs_are_the_reports(name):
 STUDY3_PASSAGES = {  # (file, start, end) of each passage that quotes real-model study 3
     "README.md": ("**Evidence**", "An earlier study"),
     "docs/dynamic_sampling.md": ("**Study 3:", "## Generation calls and memory"),
+    "docs/benchmarks.md": ("**Study 3**", "## Dynamic sampling: carrying"),
 }
 
 
