@@ -406,49 +406,37 @@ def test_index_describes_the_demo_task_as_it_is():
 
 
 STUDY_INTERVAL = re.compile(r"\+?(-?\d+\.\d+) \[(-?\d+\.\d+), (-?\d+\.\d+)\]")
-STUDY_PASSAGES = {  # (file, start, end) of each passage that quotes the real-model study
-    "README.md": ("An earlier study", "## The swap"),
-    "docs/dynamic_sampling.md": ("### On a real model", "An earlier 20-step benchmark"),
-    "docs/benchmarks.md": ("**The study that replaced it**", "Curves and a table"),
+STUDY_REPORT = REPO / "docs" / "results" / "real_model_study.md"
+STUDY3_REPORT = REPO / "benchmarks" / "real_model_study3" / "results" / "report.md"
+STUDY_PASSAGES = {  # (report, file, start, end) of each passage that quotes a real-model study
+    "study 2 in README.md": (STUDY_REPORT, "README.md", "An earlier study", "## The swap"),
+    "study 2 in dynamic_sampling.md": (STUDY_REPORT, "docs/dynamic_sampling.md", "### On a real model",
+                                       "An earlier 20-step benchmark"),
+    "study 2 in benchmarks.md": (STUDY_REPORT, "docs/benchmarks.md", "**The study that replaced it**",
+                                 "Curves and a table"),
+    "study 3 in README.md": (STUDY3_REPORT, "README.md", "**Evidence**", "An earlier study"),
+    "study 3 in dynamic_sampling.md": (STUDY3_REPORT, "docs/dynamic_sampling.md", "**Study 3:",
+                                       "## Generation calls and memory"),
+    "study 3 in benchmarks.md": (STUDY3_REPORT, "docs/benchmarks.md", "**Study 3**", "## Dynamic sampling: carrying"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(STUDY_PASSAGES))
 def test_real_model_study_figures_quoted_in_the_docs_are_the_reports(name):
-    """Every interval a passage quotes from the study is in the regenerated report, so a figure cannot outlive a run."""
-    report = normalised((REPO / "docs" / "results" / "real_model_study.md").read_text(encoding="utf-8"))
-    start, end = STUDY_PASSAGES[name]
-    page = normalised((REPO / name).read_text(encoding="utf-8"))
+    """Every interval a passage quotes from a study is in its regenerated report, so a figure cannot outlive a run;
+    a report still marked interim (study 3 before all its seeds were in) cannot be quoted at all."""
+    report_path, path, start, end = STUDY_PASSAGES[name]
+    report = normalised(report_path.read_text(encoding="utf-8"))
+    assert "nothing is decided" not in report and "no decision:" not in report, f"{report_path} is interim"
+    page = normalised((REPO / path).read_text(encoding="utf-8"))
     passage = page.split(normalised(start), 1)[1].split(normalised(end), 1)[0]
     quoted = STUDY_INTERVAL.findall(passage)
-    assert len(quoted) >= 3, f"{name}: the study passage quotes no intervals; has it moved?"
+    assert len(quoted) >= 3, f"{name}: the passage quotes no intervals; has it moved?"
     for value, low, high in quoted:
         assert f"{value} [{low}, {high}]" in report, f"{name} quotes {value} [{low}, {high}], which the report lacks"
     # The decision's lower end, to four decimals, wherever the passage names it.
     for lower_end in re.findall(r"-0\.\d{4}\b", passage):
         assert f"lower end {lower_end}" in report, lower_end
-
-
-STUDY3_PASSAGES = {  # (file, start, end) of each passage that quotes real-model study 3
-    "README.md": ("**Evidence**", "An earlier study"),
-    "docs/dynamic_sampling.md": ("**Study 3:", "## Generation calls and memory"),
-    "docs/benchmarks.md": ("**Study 3**", "## Dynamic sampling: carrying"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(STUDY3_PASSAGES))
-def test_study3_figures_quoted_in_the_docs_are_the_final_reports(name):
-    """Every interval a passage quotes from study 3 is in its regenerated report, and the report is final: an
-    interim figure (fewer seeds than planned) cannot be quoted as a result."""
-    report = normalised((REPO / "benchmarks" / "real_model_study3" / "results" / "report.md").read_text("utf-8"))
-    assert "nothing is decided" not in report and "no decision:" not in report, "the study 3 report is interim"
-    start, end = STUDY3_PASSAGES[name]
-    page = normalised((REPO / name).read_text(encoding="utf-8"))
-    passage = page.split(normalised(start), 1)[1].split(normalised(end), 1)[0]
-    quoted = STUDY_INTERVAL.findall(passage)
-    assert len(quoted) >= 3, f"{name}: the study 3 passage quotes no intervals; has it moved?"
-    for value, low, high in quoted:
-        assert f"{value} [{low}, {high}]" in report, f"{name} quotes {value} [{low}, {high}], which the report lacks"
 
 
 def test_readme_says_which_torch_build_the_pin_installs_and_how_long_the_tests_take():
