@@ -14,7 +14,7 @@ import pytest
 
 from trl_variants.cli import main
 from trl_variants.cli.common import CliUsageError
-from trl_variants.cli.launch import missing_launch_package_problem, resolve_launch_args
+from trl_variants.cli.launch import missing_launch_package_problem, relaunch, resolve_launch_args
 
 from .errors import one_error_line
 
@@ -70,6 +70,20 @@ def test_in_a_real_process_it_is_one_line_on_stderr(tmp_path):
     assert result.returncode == 2, result.stderr[-3000:]
     assert EXTRA_LINE in one_error_line(result.stderr)
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("launch_args", [["--accelerate_config", "zero2"], ["--accelerate_config=zero3"]])
+def test_the_relaunch_refuses_it_alike(launch_args, monkeypatch):
+    """`relaunch` refuses it before any process starts."""
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    with pytest.raises(CliUsageError, match=re.escape(EXTRA_LINE)):
+        relaunch("dapo", launch_args, ["--output_dir", "out"])
+
+
+def test_parsing_a_deepspeed_launch_needs_no_deepspeed(monkeypatch):
+    """The launch is built (and every other part of the command checked) on a machine without DeepSpeed."""
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    assert resolve_launch_args(["--accelerate_config", "zero2"])[:1] == ["--config_file"]
 
 
 @pytest.mark.parametrize("name", ["fsdp2", "multi_gpu", "single_gpu"])
