@@ -2,7 +2,6 @@
 1, saying what to change: the Hub out of reach or refusing to push (before training, or after it, naming the
 folder that holds the trained model), and dynamic sampling running out of rounds."""
 
-import pytest
 from huggingface_hub import HfApi, constants
 from huggingface_hub.hf_api import RepoUrl
 from huggingface_hub.utils import get_session
@@ -21,7 +20,6 @@ def run_error(capsys, argv) -> str:
     return one_error_line(capsys.readouterr().err).removeprefix("trl-variants: error: ")
 
 
-@pytest.mark.slow
 def test_push_with_the_hub_offline_stops_before_training_in_one_line(toy_files, tmp_path, capsys, monkeypatch):  # noqa: F811
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     argv = ["dapo", *toy_flags(toy_files, tmp_path / "out"), "--reward_funcs", "dapo_accuracy",
@@ -32,7 +30,6 @@ def test_push_with_the_hub_offline_stops_before_training_in_one_line(toy_files, 
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
-@pytest.mark.slow
 def test_push_after_training_with_the_hub_unreachable_names_the_saved_model(toy_files, tmp_path, capsys, monkeypatch):  # noqa: F811
     """The repository is created (the mocked boundary); the upload then meets a Hub endpoint where nothing listens,
     as a machine without network does: the connection error is real."""
@@ -49,7 +46,6 @@ def test_push_after_training_with_the_hub_unreachable_names_the_saved_model(toy_
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
 
 
-@pytest.mark.slow
 def test_dynamic_sampling_out_of_rounds_is_one_line_saying_what_to_change(toy_files, tmp_path, capsys, monkeypatch):  # noqa: F811
     """A constant reward leaves every group without signal, so `dynamic_sampling_on_exhausted="raise"` stops."""
     (tmp_path / "constant_reward.py").write_text(

@@ -109,13 +109,17 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
         try:
             trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
         except DynamicSamplingExhaustedError as error:
+            for callback in trainer.callback_handler.callbacks:  # ends the progress bar's line before the error's
+                if getattr(callback, "training_bar", None) is not None:
+                    callback.training_bar.close()
             raise CliRunError(
                 f"training stopped at step {trainer.state.global_step} (checkpoints written so far are in "
                 f"{training_args.output_dir}): {error}"
             ) from None
     # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
-    # top-level model that looks final.
-    trainer.save_model(training_args.output_dir)
+    # top-level model that looks final. `_internal_call` keeps save_model from pushing: the push below follows
+    # once the model card is written, and a failed push then leaves the whole folder saved.
+    trainer.save_model(training_args.output_dir, _internal_call=True)
     if isinstance(trainer, VariantModelCardMixin):
         trainer.create_model_card(dataset_name=dataset_title(script_args))
     else:  # TRL's own GRPOTrainer, the baseline
