@@ -70,9 +70,11 @@ def test_a_mistaken_recipe_is_one_line(tmp_path, capsys, recipe_text, expected):
     assert expected.format(recipe=recipe) in line, line
 
 
-def test_a_missing_recipe_file_is_one_line(tmp_path, capsys):
+def test_a_missing_or_unreadable_recipe_file_is_one_line(tmp_path, capsys):
     line = error_of(tmp_path, capsys, "dapo", ["--config", str(tmp_path / "no.yaml"), *base_flags(tmp_path)])
     assert line == f"--config: recipe file not found: {tmp_path / 'no.yaml'}"
+    line = error_of(tmp_path, capsys, "dapo", ["--config", str(tmp_path), *base_flags(tmp_path)])
+    assert line == f"--config: cannot read the recipe {tmp_path}: Is a directory"
 
 
 @pytest.mark.parametrize(

@@ -185,6 +185,8 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
             )
     except FileNotFoundError as error:
         raise CliUsageError(f"--config: recipe file not found: {error.filename or recipe_path}") from None
+    except OSError as error:
+        raise CliUsageError(f"--config: cannot read the recipe {recipe_path}: {error.strerror or error}") from None
     except yaml.YAMLError as error:
         raise CliUsageError(f"--config: {recipe_path} is not valid YAML: {one_line(error)}") from None
     except (ValueError, TypeError) as error:
