@@ -147,9 +147,9 @@ class GenerateLog:
     failed: list[int] = dataclasses.field(default_factory=list)
 
 
-def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
-    """Wraps the model's `generate` to record each call's rows, raising CUDA's out-of-memory error where
-    `fail(rows, log)` says, before the call draws anything."""
+def watch_generate(trainer, fail=lambda rows, log: False, error: Exception | None = None) -> GenerateLog:
+    """Wraps the model's `generate` to record each call's rows, raising `error` (by default CUDA's out-of-memory
+    error) where `fail(rows, log)` says, before the call draws anything."""
     log = GenerateLog()
     model_generate = trainer.model.generate
     single_turn = trainer._generate_single_turn
@@ -158,7 +158,7 @@ def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
         rows = kwargs["input_ids"].shape[0]
         if fail(rows, log):
             log.failed.append(rows)
-            raise torch.OutOfMemoryError(CUDA_OOM)
+            raise error if error is not None else torch.OutOfMemoryError(CUDA_OOM)
         log.turns[-1].append(rows)
         return model_generate(*args, **kwargs)
 
