@@ -466,3 +466,17 @@ def test_readme_gives_the_cpu_build_of_the_pinned_torch():
     (pin,) = pins
     assert f"pip install {pin} --index-url https://download.pytorch.org/whl/cpu" in install
     assert "CUDA" in install and "without a GPU" in install
+
+
+def test_every_figure_the_docs_show_is_drawn_by_the_figures_script(tmp_path):
+    """docs/figures/ holds what `scripts/draw_figures.py` draws, and the script still draws each of them."""
+    import runpy
+
+    draw = runpy.run_path(str(REPO / "scripts" / "draw_figures.py"))
+    draw["main"](["--output_dir", str(tmp_path)])
+    drawn = sorted(path.name for path in tmp_path.iterdir())
+    assert drawn == sorted(path.name for path in (REPO / "docs" / "figures").iterdir())
+    shown = {name for path in DOC_FILES for name in re.findall(r"figures/(\w+\.png)", path.read_text(encoding="utf-8"))}
+    assert shown == set(drawn), shown
+    for name in drawn:
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG") and (tmp_path / name).stat().st_size > 20_000
