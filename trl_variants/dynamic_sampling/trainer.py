@@ -243,10 +243,14 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         local_rows = pool.local_rows()
         reward_sum, completions = total_reward_sum(torch.tensor([row.rewards for row in local_rows]), self.reward_weights)
         tokens = sum(len(row.completion_ids) for row in local_rows)
-        sums = torch.tensor(
-            [all_correct, all_wrong, reward_sum, completions, tokens], dtype=torch.float64, device=self.accelerator.device
-        )
-        all_correct, all_wrong, reward_sum, completions, tokens = self.accelerator.reduce(sums, reduction="sum").tolist()
+        # Counts as int64 (exact at any scale) and the reward sum as float32: no float64 on the device, which MPS and
+        # some XPUs do not have.
+        device = self.accelerator.device
+        counts = torch.tensor([all_correct, all_wrong, completions, tokens], dtype=torch.int64, device=device)
+        reward = torch.tensor([reward_sum], dtype=torch.float32, device=device)
+        counts, reward = self.accelerator.reduce([counts, reward], reduction="sum")
+        all_correct, all_wrong, completions, tokens = counts.tolist()
+        reward_sum = reward.item()
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
@@ -313,24 +317,29 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
 
     def _save_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         # On every process: the smallest cap any process learned from an out-of-memory error (generate_calls.py).
-        rows_per_call = self._learned_rows_per_call() if self.args.dynamic_sampling else None
-        if self.args.dynamic_sampling and self.args.should_save:
+        # Kept with dynamic sampling off too: the cap caps a plain generation batch's call alike.
+        rows_per_call = self._learned_rows_per_call()
+        if self.args.should_save and (self.args.dynamic_sampling or rows_per_call is not None):
+            state = self._dynamic_sampling_state() if self.args.dynamic_sampling else {}
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
-                json.dump({**self._dynamic_sampling_state(), "rows_per_call_after_oom": rows_per_call}, state_file)
+                json.dump({**state, "rows_per_call_after_oom": rows_per_call}, state_file)
+        if self.args.dynamic_sampling and self.args.should_save:
             self._save_prompt_history(checkpoint_dir)
         if self._options.carry_surplus:
             save_carried_groups(self, checkpoint_dir)
 
     def _load_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, STATE_FILE)
-        if not (self.args.dynamic_sampling and os.path.exists(path)):
+        if not os.path.exists(path):
             return
         with open(path) as state_file:
             state = json.load(state_file)
+        self._rows_per_call_after_oom = state.get("rows_per_call_after_oom")
+        if not self.args.dynamic_sampling or "refill_sampler" not in state:
+            return
         if state["refill_sampler"] is not None and self._refill_sampler is not None:
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
-        self._rows_per_call_after_oom = state.get("rows_per_call_after_oom")
         self._load_skipping_state(state.get("skipping"), checkpoint_dir)
         if self._options.carry_surplus:
             self._carried = load_carried_groups(self, checkpoint_dir)
