@@ -123,7 +123,6 @@ def generation_per_informative_row(record: dict) -> float:
     return generated / rows if rows else math.inf
 
 
-SUMMARIES = {"tokens": over_budgets, "fixed_step": at_fixed_step}
 
 
 # Comparisons.
@@ -198,11 +197,10 @@ class Comparison:
 
 
 def compare(runs: dict, spec: ComparisonSpec, measure: str = "greedy") -> Comparison:
-    if spec.at == "generation":
-        summary = generation_per_informative_row
-    elif spec.at in SUMMARIES:
-        summary = SUMMARIES[spec.at](measure)
-    else:
+    summaries = {"tokens": over_budgets(measure), "fixed_step": at_fixed_step(measure),
+                 "generation": generation_per_informative_row}
+    if spec.at not in summaries:
         raise ValueError(f"compare: at={spec.at!r}; expected 'tokens', 'fixed_step' or 'generation'.")
+    summary = summaries[spec.at]
     differences = tuple(paired_differences(runs, spec.arm, spec.other, summary))
     return Comparison(spec, measure, differences, t_interval(differences))

@@ -192,7 +192,7 @@ def main(study, module: str, argv=None) -> int:
     if cli.smoke and cli.runs_dir == runs_default:
         parser.error("--smoke needs --runs_dir: a smoke run's files never go among the study's results.")
     if cli.smoke:
-        study = study.with_settings(study.smoke)
+        study = dataclasses.replace(study, settings=study.smoke)
     passthrough = ["--runs_dir", cli.runs_dir, *(["--smoke"] if cli.smoke else [])]
     if cli.command == "step0":
         record = step0(study, cli.runs_dir)

@@ -2,7 +2,6 @@
 that builds a `Study` and ends with `main(STUDY)` (runner.py), so that `python -m <its module> run|grid|step0|report`
 runs it; `example.py` is one."""
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,6 +60,3 @@ class Study:
     problem_key: Callable = question_key
     logged: tuple = LOGGED
     decide: Callable | None = None
-
-    def with_settings(self, settings: Settings) -> "Study":
-        return dataclasses.replace(self, settings=settings)
