@@ -147,9 +147,9 @@ class GenerateLog:
     failed: list[int] = dataclasses.field(default_factory=list)
 
 
-def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
-    """Wraps the model's `generate` to record each call's rows, raising CUDA's out-of-memory error where
-    `fail(rows, log)` says, before the call draws anything."""
+def watch_generate(trainer, fail=lambda rows, log: False, error: Exception | None = None) -> GenerateLog:
+    """Wraps the model's `generate` to record each call's rows, raising `error` (by default CUDA's out-of-memory
+    error) where `fail(rows, log)` says, before the call draws anything."""
     log = GenerateLog()
     model_generate = trainer.model.generate
     single_turn = trainer._generate_single_turn
@@ -158,7 +158,7 @@ def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
         rows = kwargs["input_ids"].shape[0]
         if fail(rows, log):
             log.failed.append(rows)
-            raise torch.OutOfMemoryError(CUDA_OOM)
+            raise error if error is not None else torch.OutOfMemoryError(CUDA_OOM)
         log.turns[-1].append(rows)
         return model_generate(*args, **kwargs)
 
@@ -330,8 +330,10 @@ def test_a_retry_leaves_gradient_checkpointing_on_in_every_loss_computation(task
     assert trainer.accelerator.unwrap_model(trainer.model_wrapped).is_gradient_checkpointing
 
 
-def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path):
-    overrides = dict(save_strategy="steps", save_steps=2, dynamic_sampling_carry_surplus=False)
+@pytest.mark.parametrize("dynamic_sampling", [True, False], ids=["dynamic_sampling", "without_dynamic_sampling"])
+def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path, dynamic_sampling):
+    overrides = dict(save_strategy="steps", save_steps=2, dynamic_sampling_carry_surplus=False,
+                     dynamic_sampling=dynamic_sampling)  # fmt: skip
     first_fails = lambda rows, log: rows == GENERATION_ROWS and not log.failed  # noqa: E731
     hit, _, _ = run(copy.deepcopy(task), tmp_path, first_fails, **overrides)
     assert hit._rows_per_call_after_oom == GENERATION_ROWS // 2

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import logging
+import os
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,7 +33,7 @@ from trl_variants.dynamic_sampling.generation_memory import (
     predicted_peak,
 )
 
-from ..helpers import run_two_processes
+from ..helpers import launch_outcome, run_two_processes, two_process_command
 from .test_generate_calls import GENERATION_ROWS, G, plan_rows, run
 
 # The prediction and the sizing, without a model.
@@ -225,3 +226,13 @@ def test_two_processes_with_different_free_memory_make_the_same_calls(tmp_path):
     assert max(first["turn_rows"]) > first["batch_rows"]
     assert all(max(calls) <= first["batch_rows"] for calls in first["turns"])
     assert first["planned"] == second["planned"] == first["batch_rows"]
+
+
+@pytest.mark.multiprocess
+def test_an_error_in_one_processs_generate_stops_every_process_with_its_message(tmp_path):
+    script = Path(__file__).resolve().parent / "scripts" / "two_process_memory.py"
+    command = two_process_command(script, "--out", tmp_path, "--fail_on_rank", "1")
+    returncode, output = launch_outcome(command, {**os.environ, "ACCELERATE_USE_CPU": "1"}, timeout_s=120)
+    assert returncode != 0
+    assert "ValueError: boom" in output
+    assert "Generation failed on process 1 (stopping process 0 too): ValueError: boom" in output

@@ -8,6 +8,7 @@ each part; docs/dynamic_sampling.md explains the mechanism and its guarantees.
 
 import copy
 import json
+import math
 import os
 from collections import Counter
 from contextlib import contextmanager
@@ -34,7 +35,15 @@ from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
 from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin
 from .row_exchange import exchange_objects
-from .selection import PassRateTracker, RefillSampler, degenerate_outcomes, groups_to_request, select_groups
+from .selection import (
+    NO_SIGNAL_STEPS,
+    PassRateTracker,
+    RefillSampler,
+    degenerate_outcomes,
+    groups_to_request,
+    no_signal_warning,
+    select_groups,
+)
 from .shares import group_ref, share_flags
 from .skipping_trainer import PromptSkippingMixin
 from .stream import StreamRefill
@@ -233,6 +242,11 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         args = self.args
         found, seen = pool.informative_groups, pool.groups
         self._pass_rate.update(found, seen)
+        if self._pass_rate.steps_without_signal == NO_SIGNAL_STEPS:
+            rewards = [row.rewards for row in pool.local_rows()]
+            values = {name: [None if math.isnan(row[i]) else row[i] for row in rewards]
+                      for i, name in enumerate(self.reward_func_names)}  # fmt: skip
+            logger.warning(no_signal_warning(NO_SIGNAL_STEPS, values))
         if self._skipping:
             self._record_prompt_outcomes(torch.cat(pool.outcomes))
         # Sums over this process's own groups, reduced once: degenerate kinds, rewards, generated tokens.

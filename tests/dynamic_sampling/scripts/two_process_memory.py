@@ -4,7 +4,8 @@ each model `generate` call it made.
 
     ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 tests/dynamic_sampling/scripts/two_process_memory.py --out DIR
 
-Each rank writes `DIR/rank<r>.json`; tests/dynamic_sampling/test_generation_memory.py compares the ranks.
+Each rank writes `DIR/rank<r>.json`; tests/dynamic_sampling/test_generation_memory.py compares the ranks. With
+`--fail_on_rank R`, rank R's generate raises in the second round, and every rank must stop with its message.
 """
 
 import argparse
@@ -49,6 +50,7 @@ def free_memory_allowing(allowed_rows: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description="Two ranks with different free memory; records their calls.")
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--fail_on_rank", type=int, default=None, help="that rank's generate raises in round 2")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     allowed_rows = PER_DEVICE_BATCH * (1 + 2 * rank)
@@ -62,7 +64,8 @@ def main() -> None:
             task.model, [HalfDegenerateReward(NUM_GENERATIONS)], args=config, train_dataset=task.train_dataset,
             processing_class=task.tokenizer,
         )  # fmt: skip
-        log = watch_generate(trainer)
+        fails = args.fail_on_rank == rank
+        log = watch_generate(trainer, lambda rows, log: fails and len(log.turn_rows) == 2, error=ValueError("boom"))
         trainer.train()
     record = {
         "allowed_rows": allowed_rows, "batch_rows": PER_DEVICE_BATCH, "turns": log.turns, "turn_rows": log.turn_rows,
