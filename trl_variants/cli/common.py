@@ -25,7 +25,7 @@ REAL_DEMO_DEFAULTS = {
 # Written last into a finished `trl-variants real-demo` output folder.
 REAL_DEMO_SUMMARY_FILE = "real_demo_summary.json"
 # How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
-# text, the README and docs/cli.md all say it in these words (docs/cli.md has the measurement and the effect of load).
+# text and docs/cli.md say it in these words (docs/cli.md has the measurement and the effect of load).
 REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
 
 
