@@ -2,11 +2,17 @@
 1, saying what to change: the Hub out of reach or refusing to push (before training, or after it, naming the
 folder that holds the trained model), and dynamic sampling running out of rounds."""
 
+import sys
+
+import pytest
 from huggingface_hub import HfApi, constants
+from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError
 from huggingface_hub.hf_api import RepoUrl
-from huggingface_hub.utils import get_session
+from huggingface_hub.utils import get_session, hf_raise_for_status
 
 from trl_variants.cli import main
+from trl_variants.cli.common import CliRunError
+from trl_variants.cli.train import raise_hub_failure
 from trl_variants.model_card import settings_section
 
 from .errors import one_error_line
@@ -44,6 +50,25 @@ def test_push_after_training_with_the_hub_unreachable_names_the_saved_model(toy_
     assert line.startswith(f"push_to_hub failed: the Hub at {UNREACHABLE_HUB} could not be reached (ConnectError")
     assert f"the trained model is saved in {output_dir}; upload it later with `hf upload someone/toy-dapo" in line
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
+
+
+def test_refused_or_missing_credentials_name_the_login():
+    """A 401 answer, read by the Hub client as it reads the Hub's own, and no token at all; any other error is left
+    to its caller."""
+    http = sys.modules[type(get_session()).__module__.split(".")[0]]  # the HTTP library the Hub client uses
+    request = http.Request("POST", f"{constants.ENDPOINT}/api/repos/create")
+    with pytest.raises(HfHubHTTPError) as refused:
+        hf_raise_for_status(http.Response(401, request=request))
+    for error, reason in (
+        (refused.value, "the Hub refused the credentials (HTTP 401)"),
+        (LocalTokenNotFoundError("Token is required"), "no Hub token was found"),
+    ):
+        with pytest.raises(CliRunError) as raised:
+            raise_hub_failure(error, "nothing was trained")
+        assert str(raised.value) == (
+            f"push_to_hub failed: {reason}; log in with `hf auth login` or set HF_TOKEN; nothing was trained."
+        )
+    assert raise_hub_failure(ValueError("not the Hub"), "nothing was trained") is None
 
 
 def test_dynamic_sampling_out_of_rounds_is_one_line_saying_what_to_change(toy_files, tmp_path, capsys, monkeypatch):  # noqa: F811
