@@ -176,3 +176,16 @@ def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(tm
                "2", "--steps", "3", "--output", str(output), smoke=False)  # fmt: skip
     text = output.read_text()
     assert "| 16 | 0.5 | on | 4 |" in text and "| 6 | 0.5 | off | 2 |" in text
+
+
+@pytest.mark.slow
+def test_generation_memory_smoke_measures_real_calls_and_sizes_them(tmp_path):
+    run_module("generation_memory.generation_memory", "--out", str(tmp_path))
+    report = json.loads((tmp_path / "generation_memory_smoke.json").read_text())
+    assert report["machine"] and len(report["results"]) == 2
+    for result in report["results"]:
+        # Real peaks were read, the plan was replayed for two rounds, and the largest fitting call was searched.
+        assert result["floor_peak_mib"] > 0 and len(result["chosen_rows"]) == len(result["chosen_peak_mib"]) == 2
+        assert all(rows >= result["floor_rows"] and rows % 8 == 0 for rows in result["chosen_rows"])
+        assert result["largest_fitting_rows"] > 0
+    assert (tmp_path / "generation_memory_smoke.md").read_text().startswith("# Generation memory")
