@@ -2,6 +2,7 @@
 the trainer parameters of tests that run TRL's `GRPOTrainer` beside the package's trainers."""
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -143,3 +144,14 @@ def baseline_in_full_suite(trainer_names):
     """`trainer_names` as test parameters, TRL's `GRPOTrainer` marked slow: the fast loop (`pytest -m "not slow"`)
     runs the package's trainers, the full suite runs TRL's baseline beside them."""
     return [pytest.param(name, marks=pytest.mark.slow) if name == "GRPOTrainer" else name for name in trainer_names]
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(name: str):
+    """examples/NAME.py as a module, without running its `main`."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

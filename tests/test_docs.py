@@ -263,7 +263,7 @@ def test_readme_has_exactly_two_setup_commands():
 def test_readme_test_command_installs_the_real_model_and_keeps_the_editable_install():
     """The real-model tests run for a user who copies the test command, not only in CI; the real-model example's
     install line keeps the set-up command's editable install."""
-    from trl_variants.real.smollm2 import INSTALL_COMMAND
+    from trl_variants.smollm2 import INSTALL_COMMAND
 
     test_command = readme_setup_commands()[1]
     assert f" && {INSTALL_COMMAND} && " in test_command, test_command

@@ -19,7 +19,10 @@ import pytest
 from trl_variants.cli import main
 
 from .test_docs import REPO, fenced_blocks
+from .helpers import load_example
 from .tiny_chat_model import tiny_chat_model, use_tiny_chat_model
+
+EXAMPLE = "examples/real_model_demo.py"
 
 PAGE = REPO / "docs" / "cli.md"
 RUNNABLE_BASH = "bash runnable"
@@ -50,7 +53,7 @@ def documented(info_string: str) -> list:
         for info, code, line in fenced_blocks(PAGE)
         if info == info_string
         for command in shell_commands(code)
-        if command[0] == "trl-variants"
+        if command[0] == "trl-variants" or command[:2] == ["python", EXAMPLE]
     ]
 
 
@@ -95,14 +98,16 @@ def local_stand_ins(command: list[str], folder: Path) -> list[str]:
 def test_documented_command_runs_in_its_one_step_form(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_placeholders(tmp_path)
+    if command[:2] == ["python", EXAMPLE]:  # on a tiny model; the real model's own run: tests/real_model/test_commands.py
+        example = load_example("real_model_demo")
+        use_tiny_chat_model(example, monkeypatch.setattr)
+        assert example.main([*command[2:], "--steps", "1"]) == 0, " ".join(command)
+        return
     subcommand, arguments = command[1], command[2:]
     if subcommand in TRAINING_COMMANDS:
         arguments += ["--max_steps", "1", *local_stand_ins(command, tmp_path)]
     elif subcommand == "demo":
         arguments += ["--steps", "1", "--no_progress"]
-    elif subcommand == "real-demo":
-        use_tiny_chat_model(monkeypatch.setattr)  # the real model's own run: tests/real_model/test_commands.py
-        arguments += ["--steps", "1"]
     assert main([subcommand, *arguments]) == 0, " ".join(command)
 
 

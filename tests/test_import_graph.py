@@ -1,6 +1,6 @@
 """The package's modules, and the benchmarks', import each other without cycles, lazy imports inside functions
 included: a cycle makes the import order matter and breaks as soon as one side's import moves to module level. And
-every import of the package runs downward through its layers: the command line on top, then the real-model example,
+every import of the package runs downward through its layers: the command line on top, then
 the trainers, dynamic sampling, and the helpers everything uses (`LAYERS`)."""
 
 import ast
@@ -13,12 +13,12 @@ PACKAGE_ROOT = REPO / "trl_variants"
 
 # The package's top-level modules and subpackages, lowest first; a module may import its own layer and those below.
 LAYERS = (
-    {"_compat", "_lazy", "machine", "log_records", "model_card", "variant_args", "vllm_cpu", "rewards", "toy", "trl_surface"},
+    {"_compat", "_lazy", "machine", "log_records", "model_card", "smollm2", "variant_args", "vllm_cpu", "rewards", "toy",
+     "trl_surface"},
     {"dynamic_sampling"},
     {"reliability"},
     {"dapo", "dr_grpo"},
     {"variants"},
-    {"real"},
     {"cli"},
 )
 
@@ -109,8 +109,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_layer_check_sees_an_upward_import():
-    assert upward_imports({"trl_variants.real.run": {"trl_variants.cli.args", "trl_variants.machine"}}) == [
-        "trl_variants.real.run -> trl_variants.cli.args"
+    assert upward_imports({"trl_variants.dapo.trainer": {"trl_variants.cli.args", "trl_variants.machine"}}) == [
+        "trl_variants.dapo.trainer -> trl_variants.cli.args"
     ]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("reasoning_gym", reason="reasoning-gym is not installed: pip install \".[reasoning-gym]\"")
 
-from trl_variants.real import smollm2  # noqa: E402
+from trl_variants import smollm2  # noqa: E402
 from trl_variants.rewards.reasoning_gym_source import (  # noqa: E402
     ANSWER_INSTRUCTION,
     INDEX_COLUMN,

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.shared.outcome_probe import OutcomeProbe
 from benchmarks.study_harness import analysis, budgets, problems, recorder
 from benchmarks.study_harness.study import Settings
-from trl_variants.real.evaluation import PassRate
+from trl_variants.rewards.pass_rate import PassRate
 
 # Budgets and interpolation.
 

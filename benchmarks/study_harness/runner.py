@@ -24,7 +24,7 @@ from benchmarks.shared.process_grid import run_grid
 from benchmarks.shared.settings import REPO_ROOT
 
 from .budgets import point_seed
-from .problems import study_problems
+from .problems import study_problems, task_example
 from .recorder import (BudgetRecorder, RunComplete, is_complete, latest_checkpoint, read_result,
                        truncate_to_checkpoint, write_result)
 
@@ -56,7 +56,6 @@ def layout_config(settings, seed: int, checkpoints: bool = True) -> dict:
 def build_task(study, seed: int):
     """The held-out set and seed `seed`'s training block as `ReasoningGymSource`s with the real-model example's
     prompt, and the block's indices and keys."""
-    from trl_variants.real.run import task_example
     from trl_variants.rewards.reasoning_gym_source import reasoning_gym_source
 
     if not 0 <= seed < len(study.seeds) + 1:
@@ -80,7 +79,7 @@ def build_task(study, seed: int):
 def evaluator(tokenizer, held_out, settings):
     """`evaluate(model, seed, greedy)`: one completion per held-out problem, greedy or sampled under generator
     `seed`, in batches of 64 (memory stays flat on a CPU)."""
-    from trl_variants.real.evaluation import sampled_pass_rate
+    from trl_variants.rewards.pass_rate import sampled_pass_rate
 
     def evaluate(model, seed: int, greedy: bool):
         return sampled_pass_rate(model, tokenizer, held_out, samples_per_prompt=1, greedy=greedy,
@@ -100,7 +99,7 @@ def step0(study, runs_dir: str) -> dict:
     import torch
 
     from trl_variants.machine import describe_machine
-    from trl_variants.real.smollm2 import load_smollm2
+    from trl_variants.smollm2 import load_smollm2
 
     path = os.path.join(runs_dir, STEP0_FILE)
     stored = read_result(path)
@@ -130,7 +129,7 @@ def run(study, arm: str, seed: int, runs_dir: str) -> dict:
     from benchmarks.shared.outcome_probe import OutcomeProbe
     from benchmarks.shared.policy import quiet
     from trl_variants.machine import describe_machine
-    from trl_variants.real.smollm2 import load_smollm2
+    from trl_variants.smollm2 import load_smollm2
 
     settings = study.settings
     path = result_path(runs_dir, arm, seed)

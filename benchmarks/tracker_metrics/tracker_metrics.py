@@ -1,5 +1,5 @@
-"""What a TensorBoard user sees of dynamic sampling: a short `DAPOTrainer` run of SmolLM2-135M-Instruct (the real
-demo's task and settings) reporting to TensorBoard, and a plot of its `dynamic_sampling/*` scalars drawn from the
+"""What a TensorBoard user sees of dynamic sampling: a short `DAPOTrainer` run of SmolLM2-135M-Instruct (the task and
+settings of examples/real_model_demo.py) reporting to TensorBoard, and a plot of its `dynamic_sampling/*` scalars drawn from the
 event file the run wrote, not from the trainer's memory.
 
     python -m benchmarks.tracker_metrics.tracker_metrics [--steps 6] [--seed 0] [--output docs/images/tracker_metrics.png]
@@ -64,16 +64,27 @@ def main(argv=None) -> None:
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trl_variants import DAPOConfig, DAPOTrainer
     from trl_variants.machine import describe_machine
-    from trl_variants.real.run import train_and_evaluate
+    from trl_variants.rewards.reasoning_gym_source import reasoning_gym_source
+    from trl_variants.smollm2 import load_smollm2
 
+    from ..study_harness.problems import task_example
+
+    task = ("basic_arithmetic", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1,
+                                 "operators": ["+", "-"], "allow_parentheses": False, "allow_negation": False})
+    train = reasoning_gym_source(*task, size=1000, seed=args.seed, example=task_example(*task))
+    model, tokenizer = load_smollm2()
     with tempfile.TemporaryDirectory() as folder:
         logging_dir = Path(folder) / "runs"
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(logging_dir)  # transformers 5's TensorBoardCallback reads it
-        train_and_evaluate(
-            "dapo", seed=args.seed, steps=args.steps, samples_per_prompt=1,
-            config_overrides={"report_to": ["tensorboard"], "logging_steps": 1},
+        config = DAPOConfig(
+            folder, per_device_train_batch_size=16, num_generations=8, max_completion_length=32, learning_rate=1e-5,
+            beta=0.0, overlong_buffer_length=8, gradient_checkpointing=False, max_steps=args.steps, seed=args.seed,
+            use_cpu=True, logging_steps=1, report_to=["tensorboard"], save_strategy="no", disable_tqdm=True,
         )  # fmt: skip
+        DAPOTrainer(model, [train.reward_func], args=config, train_dataset=train.dataset,
+                    processing_class=tokenizer).train()  # fmt: skip
         scalars = read_scalars(logging_dir)
     dynamic = sorted(tag for tag in scalars if tag.startswith("dynamic_sampling/"))
     print(f"{len(dynamic)} dynamic_sampling/* scalars in the event file: {', '.join(dynamic)}")

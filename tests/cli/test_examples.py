@@ -1,7 +1,6 @@
 """The example scripts: those that can run offline are run on the toy task with a few steps; the vLLM ones build
 their configs (vLLM and GPUs are not available here); the accelerate launch lines are parsed and resolved."""
 
-import importlib.util
 import py_compile
 import re
 import shlex
@@ -17,14 +16,7 @@ from trl_variants import DAPOTrainer, DrGRPOTrainer
 from trl_variants.cli.args import VARIANTS, parse_command
 from trl_variants.cli.launch import accelerate_launch_options, build_launch_namespace
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ..helpers import EXAMPLES, load_example
 
 
 @pytest.fixture

@@ -141,7 +141,6 @@ def imported_at_error(argv, env) -> tuple[str, set[str]]:
 
 LIGHT_MISTAKES = {
     "demo --steps 0": (["demo", "--steps", "0"], "--steps 0 is not allowed; expected an integer >= 1."),
-    "real-demo --held_out_prompts 0": (["real-demo", "--held_out_prompts", "0"], "--held_out_prompts 0 is not allowed"),
     "mistyped command": (["dapoo", "--help"], "unknown command 'dapoo' (did you mean dapo?)"),
 }
 

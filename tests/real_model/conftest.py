@@ -5,7 +5,7 @@ Skipped, with the install command as the reason, where the wheel is missing and 
 
 import pytest
 
-from trl_variants.real.smollm2 import SmolLM2Unavailable, smollm2_folder
+from trl_variants.smollm2 import SmolLM2Unavailable, smollm2_folder
 
 # Small and short: every test trains a few steps of a 135M-parameter model on a CPU.
 TINY_RUN = {
@@ -35,15 +35,16 @@ def smollm2_path():
 def arithmetic():
     """The real-model example's task and worked example, 200 entries."""
     pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip install ".[reasoning-gym]"')
-    from trl_variants.real.run import make_held_out, make_training_source
+    from ..helpers import load_example
 
-    held_out = make_held_out(prompts=4)
-    return make_training_source(held_out, size=200, seed=0), held_out
+    example = load_example("real_model_demo")
+    held_out = example.make_held_out(prompts=4)
+    return example.make_training_source(held_out, size=200, seed=0), held_out
 
 
 @pytest.fixture
 def smollm2(smollm2_path):
     """A fresh (model, tokenizer) pair from the cached folder (about a second)."""
-    from trl_variants.real.smollm2 import load_smollm2
+    from trl_variants.smollm2 import load_smollm2
 
     return load_smollm2()

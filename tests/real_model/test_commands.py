@@ -1,36 +1,37 @@
-"""The command line on the real model: `trl-variants real-demo` end to end at a tiny size, and a training command
-on a reasoning-gym task."""
+"""The real model end to end: examples/real_model_demo.py at a tiny size, and a training command on a reasoning-gym
+task."""
 
 import json
 
 import pytest
 
 from trl_variants.cli.main import main
-from trl_variants.real.run import TRAINING_DEFAULTS, VARIANT_DEFAULTS
 
+from ..helpers import load_example
 from .conftest import TINY_RUN
 
 pytestmark = pytest.mark.real_model
 
 
-def test_real_demo_prints_before_and_after_and_writes_its_folder(
+def test_real_model_demo_prints_before_and_after_and_writes_its_folder(
     smollm2_path, arithmetic, tmp_path, capsys, monkeypatch
 ):
-    # The example's own batch, shrunk: the command's path is under test, not its training settings.
+    example = load_example("real_model_demo")
+    # The example's own batch, shrunk: the script's path is under test, not its training settings.
     for key, value in TINY_RUN.items():
         if key in ("per_device_train_batch_size", "num_generations", "max_completion_length"):
-            monkeypatch.setitem(TRAINING_DEFAULTS, key, value)
-    monkeypatch.setitem(VARIANT_DEFAULTS, "dapo", {"overlong_buffer_length": 6})
-    output_dir = tmp_path / "real-demo"
-    code = main(["real-demo", "--steps", "1", "--held_out_prompts", "2", "--samples_per_prompt", "1",
-                 "--output_dir", str(output_dir)])
+            monkeypatch.setitem(example.TRAINING, key, value)
+    monkeypatch.setitem(example.VARIANT_SETTINGS, "dapo", {"overlong_buffer_length": 6})
+    output_dir = tmp_path / "real-model"
+    code = example.main(["--steps", "1", "--held_out_prompts", "2", "--samples_per_prompt", "1",
+                         "--output_dir", str(output_dir)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "held-out pass rate (2 prompts x 1)" in printed and "; printed on " in printed
     for progress in ("before training: 2/2 samples", "step 1/1 (reward ", "after training: 2/2 samples"):
         assert progress in printed, printed
-    assert not (tmp_path / "real-demo.partial").exists()  # the work folder became the output
-    summary = json.loads((output_dir / "real_demo_summary.json").read_text())
+    assert not (tmp_path / "real-model.partial").exists()  # the work folder became the output
+    summary = json.loads((output_dir / "summary.json").read_text())
     assert summary["before"]["prompts"] == 2 and summary["steps"] == 1 and summary["variant"] == "dapo"
     assert summary["excluded_from_training"] > 0  # the held-out questions were removed from training
     written = {path.name for path in output_dir.iterdir()}

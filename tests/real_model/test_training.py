@@ -121,7 +121,7 @@ def test_dr_grpo_trains_saves_reloads_generates_and_its_card_runs(smollm2, arith
 
 
 def test_resume_from_a_checkpoint_logs_the_uninterrupted_runs_losses(smollm2_path, arithmetic, tmp_path):
-    from trl_variants.real.smollm2 import load_smollm2
+    from trl_variants.smollm2 import load_smollm2
 
     train, _ = arithmetic
 

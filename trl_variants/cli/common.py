@@ -11,23 +11,6 @@ ACCELERATE_CONFIG_FLAG = "--accelerate_config"
 DEMO_DEFAULT_STEPS = 300
 DEMO_DEFAULT_OUTPUT_DIR = "demo-output"
 
-# `trl-variants real-demo`'s defaults, shared by its option parser and by the command line it prints to resume a
-# run (which leaves defaults out).
-REAL_DEMO_DEFAULTS = {
-    "--variant": "dapo",
-    "--steps": 20,
-    "--seed": 0,
-    "--task": "basic_arithmetic",
-    "--held_out_prompts": 40,
-    "--samples_per_prompt": 4,
-    "--output_dir": "real-demo-output",
-}
-# Written last into a finished `trl-variants real-demo` output folder.
-REAL_DEMO_SUMMARY_FILE = "real_demo_summary.json"
-# How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
-# text and docs/cli.md say it in these words (docs/cli.md has the measurement and the effect of load).
-REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
-
 
 class CliUsageError(Exception):
     """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""

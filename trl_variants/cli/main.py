@@ -1,7 +1,6 @@
 """The `trl-variants` command.
 
     trl-variants demo                                    # offline CPU demo: the toy policy learns with DAPO
-    trl-variants real-demo                               # SmolLM2-135M-Instruct learns a reasoning-gym task
     trl-variants dapo --config examples/recipes/dapo_qwen2.5_7b.yaml
     trl-variants dr-grpo --model_name_or_path Qwen/Qwen2.5-Math-1.5B --dataset_name ... --reward_funcs accuracy_reward
     trl-variants grpo ...                                # TRL's GRPO through the same launcher, as a baseline
@@ -15,14 +14,12 @@ the user can change (dynamic sampling out of rounds, the Hub out of reach) print
 import difflib
 import sys
 
-from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliRunError, CliUsageError
+from .common import VARIANT_COMMANDS, CliRunError, CliUsageError
 
-USAGE = f"""usage: trl-variants {{demo,real-demo,dapo,dr-grpo,grpo}} [options]
+USAGE = """usage: trl-variants {demo,dapo,dr-grpo,grpo} [options]
 
 commands:
   demo      offline CPU demo: trains a tiny policy with DAPO and shows its held-out accuracy before and after
-  real-demo offline CPU example: trains SmolLM2-135M-Instruct on a reasoning-gym task
-            ({REAL_DEMO_DURATION}; Ctrl-C keeps its steps, the same command resumes)
   dapo      train with DAPOTrainer (DAPOConfig flags, TRL's ModelConfig and dataset flags)
   dr-grpo   train with DrGRPOTrainer (DrGRPOConfig flags)
   grpo      train with TRL's GRPOTrainer, the baseline, through the same launcher
@@ -48,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
             from .demo_command import demo_main
 
             return demo_main(options)
-        if command == "real-demo":
-            from .real_demo_command import real_demo_main
-
-            return real_demo_main(options)
         if command not in VARIANT_COMMANDS:
             raise CliUsageError(unknown_command_problem(command))
         return run_variant_command(command, options)
@@ -65,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def unknown_command_problem(command: str) -> str:
-    commands = ("demo", "real-demo", *VARIANT_COMMANDS)
+    commands = ("demo", *VARIANT_COMMANDS)
     close = difflib.get_close_matches(command, commands, n=2, cutoff=0.6)
     guess = f" (did you mean {' or '.join(close)}?)" if close else ""
     return f"unknown command {command!r}{guess}; choose one of {', '.join(commands)}."

@@ -1,8 +1,6 @@
-"""Output folders for the command line: an early writability check, a staged folder that only appears under its
-final name once everything in it is written, and a resumable one that also keeps an unfinished run's work."""
+"""Output folders for the command line: an early writability check, and a staged folder that only appears under its
+final name once everything in it is written."""
 
-import fcntl
-import json
 import os
 import shutil
 import tempfile
@@ -35,16 +33,6 @@ def check_output_dir(path: str | os.PathLike) -> None:
             f"output_dir {str(path)!r} is not writable ({error.strerror or error}); pass a writable folder to "
             "--output_dir."
         ) from None
-
-
-def check_not_finished(output_dir: str | os.PathLike, marker_file: str, overwrite: bool) -> None:
-    """Raises `CliUsageError` when `output_dir` already holds a finished run (its `marker_file`) and `overwrite` is
-    off: running again would replace it."""
-    if not overwrite and (Path(output_dir).expanduser() / marker_file).is_file():
-        raise CliUsageError(
-            f"output_dir {str(output_dir)!r} already holds a finished run ({marker_file}); pass --overwrite to "
-            "replace it, or another --output_dir."
-        )
 
 
 class StagedFolder:
@@ -86,73 +74,3 @@ class StagedFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-class ResumableFolder(StagedFolder):
-    """`NAME.partial`, the sibling where an unfinished run keeps its work between calls: unlike `StagedFolder`'s,
-    its name does not change, so the same command finds the work there and continues it, and an interrupt leaves
-    it in place. `settings` (flag to value) are written into it as `SETTINGS_FILE`; a call with other settings is
-    refused rather than mixing two runs, and so is a second process while one holds it (until the `with` block
-    ends)."""
-
-    SETTINGS_FILE = "run_settings.json"
-    LOCK_FILE = ".lock"
-    SUFFIX = ".partial"
-
-    def __init__(self, final_path: str | os.PathLike, marker_file: str, settings: dict):
-        self.final_path = Path(final_path).expanduser().absolute()
-        self.marker_file = marker_file
-        self.check_replaceable()
-        self.path = self.final_path.with_name(self.final_path.name + self.SUFFIX)
-        settings_path = self.path / self.SETTINGS_FILE
-        self.resuming = self.path.exists()
-        if self.resuming:
-            if not settings_path.is_file():
-                raise CliUsageError(
-                    f"{str(self.path)!r} exists but holds no unfinished run (no {self.SETTINGS_FILE}); remove it or "
-                    "pass another --output_dir."
-                )
-            kept = json.loads(settings_path.read_text(encoding="utf-8"))
-            differences = [
-                f"{flag} {kept.get(flag)!r}, not {value!r}"
-                for flag, value in settings.items()
-                if kept.get(flag) != value
-            ]
-            if differences:
-                raise CliUsageError(
-                    f"{str(self.path)!r} holds an unfinished run with other settings ({'; '.join(differences)}); "
-                    "run it with its own settings to finish it, remove that folder to start afresh, or pass another "
-                    "--output_dir."
-                )
-        else:
-            self.path.mkdir(parents=True)
-            settings_path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-        self._lock = _exclusive_lock(self.path / self.LOCK_FILE)
-
-    def publish(self) -> Path:
-        final = super().publish()
-        for name in (self.SETTINGS_FILE, self.LOCK_FILE):
-            (final / name).unlink(missing_ok=True)
-        return final
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self._lock.close()
-        return False
-
-
-def _exclusive_lock(path: Path):
-    """Holds an exclusive lock on `path` for the life of the returned file: two runs continuing the same unfinished
-    run would write the same checkpoints. The lock goes with the process, however it ends."""
-    lock = path.open("a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise CliUsageError(
-            f"{str(path.parent)!r} is in use by another run of this command; wait for it to finish, or pass another "
-            "--output_dir."
-        ) from None
-    return lock

@@ -41,7 +41,7 @@ def reasoning_gym_training_source(script_args, training_args, dataset_args):
         raise CliUsageError(
             f"eval_strategy={training_args.eval_strategy!r} with --reasoning_gym_task: the command line trains on a "
             "reasoning-gym task without an evaluation split; measure held-out accuracy with "
-            "trl_variants.real.evaluation.sampled_pass_rate, or set --eval_strategy no."
+            "trl_variants.rewards.pass_rate.sampled_pass_rate, or set --eval_strategy no."
         )
     try:
         return reasoning_gym_source(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..rewards.reasoning_gym_source import ReasoningGymSource
+from .reasoning_gym_source import ReasoningGymSource
 
 FULL_CREDIT = 1.0
 
