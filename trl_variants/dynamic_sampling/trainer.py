@@ -113,7 +113,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         with (
             self._replaying(batch.local),
             replaying_tools_and_environments(self, batch.local),
-            scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
+            scoring_with_generating_logps(self, batch.local, batch.carried_rows) as complete,
         ):
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
 

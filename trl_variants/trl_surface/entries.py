@@ -156,7 +156,8 @@ ENTRIES = (
     SurfaceEntry(
         "GRPOTrainer._get_per_token_logps_and_entropies",
         "(model, input_ids, attention_mask, logits_to_keep, batch_size=None, ...) -> (logps, entropies, aux): read "
-        "as an instance attribute by _generate_and_score_completions and _compute_loss.",
+        "as an instance attribute by _generate_and_score_completions and _compute_loss; rows are independent, one "
+        "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids).",
     ),
     SurfaceEntry(
         "GRPOTrainer._get_output_dir",
