@@ -169,6 +169,16 @@ ENTRIES = (
         "while rewards are computed); rewards_kept_local replaces it for a call.",
         f"{GRPO}:gather",
     ),
+    SurfaceEntry(
+        "trl.generation.vllm_generation.VLLMGeneration",
+        "The trainer's `vllm_generation` (colocate mode, `enable_sleep_mode`): `generate` pushes the weights through "
+        "`self.sync_weights()` when `self._llm_weights_sleeping`, wakes the KV cache with "
+        "`self.llm.wake_up(tags=[\"kv_cache\"])`, and after generating calls `self.llm.sleep(level=2)` and sets "
+        "`_llm_weights_sleeping`; `sync_weights` wakes the weights with `self.llm.wake_up` and pushes every weight. "
+        "engine_awake_across_rounds (dynamic_sampling/rounds.py) reads these as instance attributes, and puts off the "
+        "sleep and skips the wake-ups and pushes between a step's rounds.",
+        "trl/generation/vllm_generation.py:VLLMGeneration",
+    ),
     # Functions and classes the package imports.
     SurfaceEntry(
         "trl.trainer.utils.RepeatSampler",
