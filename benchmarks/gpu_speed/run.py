@@ -190,7 +190,8 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         logs = {entry["step"]: entry for entry in trainer.state.log_history if "frac_reward_zero_std" in entry}
         trained_rows = config.per_device_train_batch_size * config.gradient_accumulation_steps
         trained_rows *= trainer.accelerator.num_processes
-        planned = getattr(trainer, "_planned_rows_per_call", None)
+        call_memory = getattr(trainer, "_call_memory", None)
+        planned = call_memory.last_plan if call_memory is not None else None
         learned = getattr(trainer, "_rows_per_call_after_oom", None)
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
     del trainer, model

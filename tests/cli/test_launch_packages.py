@@ -13,7 +13,7 @@ import pytest
 
 from trl_variants.cli import help_cache
 from trl_variants.cli.common import CliUsageError
-from trl_variants.cli.launch import missing_launch_package_problem, resolve_launch_args
+from trl_variants.cli.launch import missing_launch_package_problem, relaunch, resolve_launch_args
 
 from .errors import one_error_line
 from .test_help_cache import STORED
@@ -70,11 +70,18 @@ def test_deepspeed_configs_without_deepspeed_name_the_extra_in_one_line_before_h
     assert "trl_variants" in modules and not HEAVY_MODULES & modules
 
 
-def test_the_full_parse_refuses_it_alike(tmp_path, monkeypatch):
-    """A run whose quick checks did not run (other versions) relaunches through `resolve_launch_args`."""
+@pytest.mark.parametrize("launch_args", [["--accelerate_config", "zero2"], ["--accelerate_config=zero3"]])
+def test_the_relaunch_refuses_it_alike(launch_args, monkeypatch):
+    """A run whose quick checks did not run (other versions) is refused by `relaunch`, before any process starts."""
     monkeypatch.setitem(sys.modules, "deepspeed", None)
     with pytest.raises(CliUsageError, match=re.escape(EXTRA_LINE)):
-        resolve_launch_args(["--accelerate_config", "zero2"])
+        relaunch("dapo", launch_args, ["--output_dir", "out"])
+
+
+def test_parsing_a_deepspeed_launch_needs_no_deepspeed(monkeypatch):
+    """The launch is built (and every other part of the command checked) on a machine without DeepSpeed."""
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    assert resolve_launch_args(["--accelerate_config", "zero2"])[:1] == ["--config_file"]
 
 
 @pytest.mark.parametrize("name", ["fsdp2", "multi_gpu", "single_gpu"])

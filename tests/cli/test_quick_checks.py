@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 import transformers.training_args
 
 from trl_variants.cli import help_cache, main, quick_checks
@@ -16,7 +17,7 @@ from trl_variants.cli.args import VARIANTS, make_parser, parse_command
 from trl_variants.cli.common import VARIANT_COMMANDS, CliUsageError
 from trl_variants.cli.field_table import render_field_table
 from trl_variants.cli.help_cache import stored_field_table
-from trl_variants.cli.launch import accelerate_launch_options
+from trl_variants.cli.launch import accelerate_launch_options, missing_launch_package_problem
 from trl_variants.cli.quick_checks import BF16_WITHOUT_GPU, check_command_line, string_to_bool
 
 from .errors import one_error_line
@@ -117,7 +118,11 @@ def test_a_missing_model_or_reward_reads_alike(tmp_path, tables, drop):
 def test_every_shipped_recipe_passes(tmp_path, tables, recipe):
     command = "dr-grpo" if recipe.name.startswith("dr_grpo") else "dapo"
     argv = ["--config", str(recipe), "--use_cpu", "true", "--output_dir", str(tmp_path / "out")]
-    assert quick_message(command, argv, tables) is None
+    # Every other check runs before the launch's packages are looked at: where DeepSpeed is absent, a recipe that
+    # names a DeepSpeed config passes everything else and is refused for DeepSpeed alone.
+    launch_config = yaml.safe_load(recipe.read_text()).get("accelerate_config")
+    missing = None if launch_config is None else missing_launch_package_problem(launch_config)
+    assert quick_message(command, argv, tables) == missing
     assert full_parse_message(command, argv) is None
 
 

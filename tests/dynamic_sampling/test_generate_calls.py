@@ -96,13 +96,18 @@ def test_a_call_is_retried_only_where_every_process_can_go_on_alone():
 
 
 def test_the_trainer_sees_collectives_under_fsdp_or_zero3_on_several_processes_only():
-    def trainer(num_processes, fsdp):
-        return SimpleNamespace(
-            accelerator=SimpleNamespace(num_processes=num_processes, process_index=0), is_fsdp_enabled=fsdp
-        )
+    def trainer(num_processes, fsdp, zero3=False):
+        stub = SimpleNamespace(
+            accelerator=SimpleNamespace(num_processes=num_processes, process_index=0), is_fsdp_enabled=fsdp,
+            _dist=SimpleNamespace(is_zero3=zero3),
+        )  # fmt: skip
+        stub._generate_has_collectives = lambda: GenerateCallsMixin._generate_has_collectives(stub)
+        return stub
 
     assert "FSDP" in GenerateCallsMixin._retry_problem(trainer(2, True), 8, 4, 4, True)
+    assert "ZeRO-3" in GenerateCallsMixin._retry_problem(trainer(2, False, zero3=True), 8, 4, 4, True)
     assert GenerateCallsMixin._retry_problem(trainer(1, True), 8, 4, 4, True) is None
+    assert GenerateCallsMixin._retry_problem(trainer(1, False, zero3=True), 8, 4, 4, True) is None
     assert GenerateCallsMixin._retry_problem(trainer(2, False), 8, 4, 4, True) is None
 
 
@@ -142,9 +147,9 @@ class GenerateLog:
     failed: list[int] = dataclasses.field(default_factory=list)
 
 
-def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
-    """Wraps the model's `generate` to record each call's rows, raising CUDA's out-of-memory error where
-    `fail(rows, log)` says, before the call draws anything."""
+def watch_generate(trainer, fail=lambda rows, log: False, error: Exception | None = None) -> GenerateLog:
+    """Wraps the model's `generate` to record each call's rows, raising `error` (by default CUDA's out-of-memory
+    error) where `fail(rows, log)` says, before the call draws anything."""
     log = GenerateLog()
     model_generate = trainer.model.generate
     single_turn = trainer._generate_single_turn
@@ -153,7 +158,7 @@ def watch_generate(trainer, fail=lambda rows, log: False) -> GenerateLog:
         rows = kwargs["input_ids"].shape[0]
         if fail(rows, log):
             log.failed.append(rows)
-            raise torch.OutOfMemoryError(CUDA_OOM)
+            raise error if error is not None else torch.OutOfMemoryError(CUDA_OOM)
         log.turns[-1].append(rows)
         return model_generate(*args, **kwargs)
 
@@ -195,13 +200,20 @@ def sampling(trainer, key: str) -> list[float]:
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
-def test_by_default_a_round_is_one_generate_call_of_all_its_rows(task, tmp_path):
+def test_without_a_memory_reading_a_rounds_calls_hold_one_generation_batch(task, tmp_path):
+    """On CPU (no memory reading, so no plan) every call is at most GRPOTrainer's: one generation batch."""
     trainer, log, _ = run(task, tmp_path)
     assert len(log.turns) == sum(sampling(trainer, "dynamic_sampling/rounds"))
-    assert log.turns == [[rows] for rows in log.turn_rows]
+    for rows, calls in zip(log.turn_rows, log.turns, strict=True):
+        assert calls == plan_rows(rows, GENERATION_ROWS)
     assert sum(log.turn_rows) == G * sum(sampling(trainer, "dynamic_sampling/generated_groups"))
-    # Rounds larger than one generation batch occurred, which were cut into generation batches before.
+    # Rounds larger than one generation batch occurred, and were cut.
     assert max(log.turn_rows) > GENERATION_ROWS
+    assert trainer._call_memory.last_plan is None and trainer._call_memory.calls == []
+
+
+def plan_rows(rows: int, cap: int) -> list[int]:
+    return [cap] * (rows // cap) + ([rows % cap] if rows % cap else [])
 
 
 def test_the_cap_cuts_each_round_into_calls_of_at_most_that_many_rows(task, tmp_path):
@@ -209,7 +221,7 @@ def test_the_cap_cuts_each_round_into_calls_of_at_most_that_many_rows(task, tmp_
     trainer, log, _ = run(task, tmp_path, max_rows_per_generate_call=cap)
     assert len(log.turns) == sum(sampling(trainer, "dynamic_sampling/rounds"))
     for rows, calls in zip(log.turn_rows, log.turns, strict=True):
-        assert calls == [cap] * (rows // cap) + ([rows % cap] if rows % cap else [])
+        assert calls == plan_rows(rows, cap)
     assert any(len(calls) > 1 for calls in log.turns)
 
 
@@ -318,8 +330,10 @@ def test_a_retry_leaves_gradient_checkpointing_on_in_every_loss_computation(task
     assert trainer.accelerator.unwrap_model(trainer.model_wrapped).is_gradient_checkpointing
 
 
-def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path):
-    overrides = dict(save_strategy="steps", save_steps=2, dynamic_sampling_carry_surplus=False)
+@pytest.mark.parametrize("dynamic_sampling", [True, False], ids=["dynamic_sampling", "without_dynamic_sampling"])
+def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path, dynamic_sampling):
+    overrides = dict(save_strategy="steps", save_steps=2, dynamic_sampling_carry_surplus=False,
+                     dynamic_sampling=dynamic_sampling)  # fmt: skip
     first_fails = lambda rows, log: rows == GENERATION_ROWS and not log.failed  # noqa: E731
     hit, _, _ = run(copy.deepcopy(task), tmp_path, first_fails, **overrides)
     assert hit._rows_per_call_after_oom == GENERATION_ROWS // 2
@@ -357,20 +371,26 @@ def test_an_error_during_evaluation_does_not_cap_training_calls(task, tmp_path, 
     log.turns.clear(), log.turn_rows.clear()
     trainer.train()
     assert trainer._rows_per_call_after_oom is None
-    assert log.turns == [[rows] for rows in log.turn_rows] and max(log.turn_rows) > GENERATION_ROWS
+    assert log.turns == [plan_rows(rows, GENERATION_ROWS) for rows in log.turn_rows]
+    assert max(log.turn_rows) > GENERATION_ROWS
 
 
 def test_a_vision_language_models_fields_are_cut_only_when_a_call_is_split(tmp_path, monkeypatch):
     model, processor, dataset = llava_task()
+    cut_rows, cut = [], generate_calls.rows_of_fields
 
-    def cutting_fails(*args):
-        raise AssertionError("rows_of_fields called for a call that is not split")
+    def recording_cut(fields, images, num_rows):
+        cut_rows.append(num_rows)
+        return cut(fields, images, num_rows)
 
-    monkeypatch.setattr(generate_calls, "rows_of_fields", cutting_fails)
+    monkeypatch.setattr(generate_calls, "rows_of_fields", recording_cut)
     config = toy_config(
         DAPOConfig, tmp_path, per_device_train_batch_size=8, max_steps=1, shuffle_dataset=False, max_completion_length=8
     )  # fmt: skip
     trainer = DAPOTrainer(model, [even_operand_reward], args=config, train_dataset=dataset, processing_class=processor)
     log = watch_generate(trainer)
     trainer.train()
-    assert log.turns == [[rows] for rows in log.turn_rows]
+    batch_rows = config.per_device_train_batch_size * config.steps_per_generation
+    # Cut (one generation batch per call, no memory reading here) exactly in the rounds larger than a batch.
+    assert log.turns == [plan_rows(rows, batch_rows) for rows in log.turn_rows]
+    assert cut_rows == [rows for rows in log.turn_rows if rows > batch_rows]

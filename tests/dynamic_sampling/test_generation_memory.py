@@ -1,76 +1,179 @@
-"""The memory plan of transformers `generate` calls (trl_variants/dynamic_sampling/generation_memory.py and its use
-in generate_calls.py).
+"""Sizing transformers `generate` calls from measured memory (trl_variants/dynamic_sampling/generation_memory.py and
+its use in generate_calls.py).
 
-The formula is checked without a model; the trainer-level tests replace the device's memory reading (which a CPU
-does not have) by a function, wrap the real tiny model's `generate` to record each call's rows, and compare with
-`GRPOTrainer`'s calls. The two-process test launches tests/dynamic_sampling/scripts/two_process_memory.py.
+The prediction and the sizing are checked without a model, the bound against many synthetic memory laws. The
+trainer-level tests run the real tiny model and replace only the device's memory readings, which a CPU does not have
+(the boundary a GPU would provide), by `ScriptedDeviceMemory`: each call's "peak" is a fixed number of bytes per row
+of the call the model's `generate` really received. benchmarks/generation_memory checks the sizing against real
+peaks measured on CPU.
 """
 
 import copy
 import dataclasses
 import json
 import logging
+import os
+import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, Qwen2VLConfig
+from transformers import GenerationMixin
 from trl import GRPOConfig, GRPOTrainer
 
-from trl_variants.dynamic_sampling import generation_memory
-from trl_variants.dynamic_sampling.generate_calls import plan_calls
+from trl_variants.dynamic_sampling import generate_calls
+from trl_variants.dynamic_sampling.generate_calls import is_out_of_memory
 from trl_variants.dynamic_sampling.generation_memory import (
     MEMORY_MARGIN,
-    DecoderShape,
-    decoder_shape,
-    free_bytes_for,
-    free_device_memory,
-    kv_cache_bytes,
-    logits_bytes,
-    planned_rows,
-    row_bytes,
+    CallMeasurements,
+    CallPeak,
+    DeviceMemory,
+    call_rows,
+    predicted_peak,
 )
 
-from ..helpers import run_two_processes
-from .test_generate_calls import GENERATION_ROWS, G, run
+from ..helpers import launch_outcome, run_two_processes, two_process_command
+from .test_generate_calls import GENERATION_ROWS, G, plan_rows, run
 
-# The formula, without a model.
-
-
-def test_a_rows_memory_is_its_kv_cache_and_its_logits():
-    config = LlamaConfig(num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2, hidden_size=128,
-                         vocab_size=1000)  # fmt: skip
-    shape = decoder_shape(config, dtype_bytes=2)
-    assert shape == DecoderShape(num_layers=3, num_kv_heads=2, head_dim=16, vocab_size=1000, dtype_bytes=2)
-    # layers x KV heads x head dim x 2 (key, value) x dtype bytes x tokens.
-    assert kv_cache_bytes(shape, 100) == 3 * 2 * 16 * 2 * 2 * 100
-    assert logits_bytes(shape) == 1000 * 4 * 3
-    assert row_bytes(shape, 60, 40) == 3 * 2 * 16 * 2 * 2 * 100 + 1000 * 4 * 3
-    # A vision-language model's decoder is its text config's; an explicit head_dim wins over hidden / heads.
-    vlm = Qwen2VLConfig(text_config=dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                                         hidden_size=64, vocab_size=500))  # fmt: skip
-    assert decoder_shape(vlm, 4) == DecoderShape(2, 4, 16, 500, 4)
+# The prediction and the sizing, without a model.
 
 
-def test_the_plan_fits_whole_groups_in_free_memory_less_the_margin_never_below_a_generation_batch():
-    per_row = 1000
-    # 80 % of 100 000 bytes: 80 rows, 20 groups of four.
-    assert MEMORY_MARGIN == 0.2
-    assert planned_rows(100_000, per_row, 4, 16) == 80
-    assert planned_rows(100_000 - 1, per_row, 4, 16) == 76  # 79 rows fit: rounded down to whole groups
-    assert planned_rows(10_000, per_row, 4, 16) == 16  # 8 rows fit: one generation batch all the same
-    assert planned_rows(-5, per_row, 4, 16) == 16
-    for rows in (16, 20, 64):
-        assert planned_rows(free_bytes_for(rows, per_row), per_row, 4, 16) == rows
-    with pytest.raises(ValueError, match=r"floor_rows \(6\) a positive multiple of unit"):
-        planned_rows(100_000, per_row, 4, 6)
+def test_a_call_like_the_measured_one_is_predicted_at_its_peak_and_larger_ones_above_it():
+    measured = CallPeak(rows=16, prompt_tokens=100, completion_tokens=50, peak_bytes=1_000_000)
+    assert predicted_peak(measured, 16, 100, 50) == 1_000_000
+    assert predicted_peak(measured, 32, 100, 50) == 2_000_000  # rows scale the whole peak
+    assert predicted_peak(measured, 8, 100, 50) == 1_000_000  # never predicted below a larger measured call
+    assert predicted_peak(measured, 16, 100, 150) == 1_000_000 * 250 / 150  # completions: the tokens held
+    assert predicted_peak(measured, 16, 200, 50) == 4_000_000  # a longer prompt: its square bounds the prefill
+    assert predicted_peak(measured, 16, 50, 10) == 1_000_000  # shorter calls are not scaled down
 
 
-def test_a_cpu_has_no_memory_reading():
-    assert free_device_memory(torch.device("cpu")) is None
+def test_the_prediction_bounds_every_memory_law_of_fixed_linear_and_prompt_squared_parts():
+    """Peaks made of a fixed part, parts per row linear in the prompt, in the tokens held and constant (logits), and
+    a part per row quadratic in the prompt (eager attention's prefill): the prediction from any measured call is
+    never below the law's own value, over many random laws and shapes."""
+    rng = random.Random(0)
+    for _ in range(5000):
+        fixed, per_token, prefill, per_row, square = (rng.choice([0, rng.uniform(0, 1e6)]) for _ in range(5))
+
+        def law(rows, prompt, completion):
+            return fixed + rows * (per_token * (prompt + completion) + prefill * prompt + per_row + square * prompt**2)
+
+        rows0, prompt0, new0 = rng.randint(1, 64), rng.randint(1, 2048), rng.randint(0, 2048)
+        measured = CallPeak(rows0, prompt0, new0, law(rows0, prompt0, new0))
+        rows, prompt, completion = rng.randint(1, 512), rng.randint(1, 4096), rng.randint(new0, 4096)
+        assert predicted_peak(measured, rows, prompt, completion) >= law(rows, prompt, completion) * (1 - 1e-9)
 
 
-# Real trainer runs on the toy task, the memory reading replaced.
+def test_the_rows_are_the_most_whole_groups_within_the_free_memory_less_the_margin():
+    measured = CallPeak(rows=16, prompt_tokens=100, completion_tokens=50, peak_bytes=16_000)  # 1,000 bytes a row
+    free = 100_000  # 90,000 usable: 90 rows, 88 in groups of 8
+    assert MEMORY_MARGIN == 0.1
+    assert call_rows([measured], free, 100, 50, unit=8, floor_rows=16) == 88
+    assert call_rows([measured], free, 100, 50, unit=1, floor_rows=16) == 90
+    # A measurement that does not fit at all plans one generation batch; so does negative free memory.
+    assert call_rows([measured], 10_000, 100, 50, unit=8, floor_rows=16) == 16
+    assert call_rows([measured], -5, 100, 50, unit=8, floor_rows=16) == 16
+    # The tightest bound wins: a larger measured call that needed less per row allows more.
+    larger = CallPeak(rows=64, prompt_tokens=100, completion_tokens=50, peak_bytes=32_000)
+    assert call_rows([measured, larger], free, 100, 50, unit=8, floor_rows=16) == 176
+    with pytest.raises(ValueError, match=r"floor_rows \(6\) must be a positive multiple of unit \(4\)"):
+        call_rows([measured], free, 100, 50, unit=4, floor_rows=6)
+
+
+def test_there_is_no_plan_before_a_measurement_or_without_a_free_memory_reading():
+    measurements = CallMeasurements()
+    assert measurements.rows(10**9, 100, 50, 4, 16) is None
+    measurements.add(CallPeak(16, 100, 50, 16_000))
+    assert measurements.rows(None, 100, 50, 4, 16) is None
+    assert measurements.rows(10**9, 100, 50, 4, 16) > 16
+    for index in range(40):
+        measurements.add(CallPeak(16, 100 + index, 50, 16_000))
+    assert len(measurements.calls) == 16 and measurements.calls[-1].prompt_tokens == 139  # the latest kept
+
+
+def test_a_device_without_the_readings_declines():
+    for device in ("cpu", "meta"):
+        memory = DeviceMemory(torch.device(device))
+        assert (memory.free(), memory.start(), memory.peak_since(memory.start())) == (None, None, None)
+
+
+def test_a_backend_missing_a_reading_or_failing_one_declines(monkeypatch):
+    calls = {"mem_get_info": lambda device: (1000, 4000), "memory_reserved": lambda device: 300,
+             "memory_allocated": lambda device: 100, "max_memory_allocated": lambda device: 700,
+             "reset_peak_memory_stats": lambda device: None}  # fmt: skip
+    memory = DeviceMemory(torch.device("meta"))
+    memory.backend = SimpleNamespace(**calls)
+    assert memory.free() == 1000 + 300 - 100
+    assert memory.peak_since(memory.start()) == 600
+    # A backend lacking one function (MPS has no max_memory_allocated) has no plan.
+    mps_like = SimpleNamespace(**{**calls, "max_memory_allocated": None})
+    monkeypatch.setattr(torch, "mps", mps_like)
+    assert DeviceMemory(torch.device("mps")).backend is None
+    monkeypatch.setattr(torch, "mps", SimpleNamespace(**calls))
+    assert DeviceMemory(torch.device("mps")).backend is not None
+    # A reading that raises turns the readings off for the rest of the run.
+
+    def unsupported(device):
+        raise RuntimeError("memory stats are not supported on this backend")
+
+    memory.backend = SimpleNamespace(**{**calls, "mem_get_info": unsupported})
+    assert memory.free() is None and memory.backend is None and memory.start() is None
+
+
+def test_out_of_memory_errors_are_recognised_and_others_are_not():
+    for message in ("CUDA out of memory. Tried to allocate 2.00 GiB", "CUDA error: out of memory",
+                    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                    "XPU out of memory.", "MPS backend out of memory (MPS allocated: 1 GB)",
+                    "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: you tried to allocate"):  # fmt: skip
+        assert is_out_of_memory(RuntimeError(message)), message
+    assert is_out_of_memory(torch.OutOfMemoryError("anything"))
+    assert not is_out_of_memory(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if"))
+    assert not is_out_of_memory(ValueError("out of memory"))
+
+
+# Real trainer runs on the toy task, the device's readings scripted.
+
+
+class ScriptedDeviceMemory:
+    """Stands in for a GPU's memory readings: `free_bytes` free, and each measured call's peak `bytes_per_row` times
+    the rows of the `generate` call the model last received (`last_call_rows`)."""
+
+    def __init__(self, free_bytes: int, bytes_per_row: int, last_call_rows):
+        self.free_bytes, self.bytes_per_row, self.last_call_rows = free_bytes, bytes_per_row, last_call_rows
+
+    def free(self) -> int:
+        return self.free_bytes
+
+    def start(self) -> int:
+        return 0
+
+    def peak_since(self, start: int) -> int:
+        return self.bytes_per_row * self.last_call_rows()
+
+
+BYTES_PER_ROW = 1_000_000
+
+
+def free_allowing(rows: int) -> int:
+    """The free memory in which `call_rows` fits exactly `rows` rows of `BYTES_PER_ROW` (same lengths)."""
+    return int(rows * BYTES_PER_ROW / (1 - MEMORY_MARGIN)) + 1
+
+
+def scripted_memory(monkeypatch, free_bytes: int) -> None:
+    """Makes every trainer's device readings `ScriptedDeviceMemory`, each call's peak read from the rows the model's
+    `generate` (patched on the class, before any trainer wraps it) really received."""
+    seen, generate = [], GenerationMixin.generate
+
+    def recording(model, *args, **kwargs):
+        seen.append(kwargs["input_ids"].shape[0])
+        return generate(model, *args, **kwargs)
+
+    monkeypatch.setattr(GenerationMixin, "generate", recording)
+    monkeypatch.setattr(
+        generate_calls, "DeviceMemory", lambda device: ScriptedDeviceMemory(free_bytes, BYTES_PER_ROW, lambda: seen[-1])
+    )
 
 
 @pytest.fixture
@@ -78,46 +181,38 @@ def task(shared_task):
     return dataclasses.replace(shared_task, model=copy.deepcopy(shared_task.model))
 
 
-def reading_allowing(monkeypatch, rows: int) -> list[int]:
-    """Makes the device report the free memory that plans `rows` rows per call for the round at hand; returns the
-    per-row estimates the trainer made, one per planned round."""
-    estimates = []
-    estimate = generation_memory.row_bytes
-
-    def recording_row_bytes(*args):
-        estimates.append(estimate(*args))
-        return estimates[-1]
-
-    monkeypatch.setattr(generation_memory, "row_bytes", recording_row_bytes)
-    monkeypatch.setattr(generation_memory, "free_device_memory", lambda device: free_bytes_for(rows, estimates[-1]))
-    return estimates
-
-
-def test_the_plan_cuts_each_round_into_calls_of_the_rows_that_fit_and_is_logged_once(task, tmp_path, monkeypatch,
-                                                                                     caplog):  # fmt: skip
-    estimates = reading_allowing(monkeypatch, 2 * GENERATION_ROWS - G)
+def test_the_first_round_is_grpo_trainers_call_and_later_rounds_follow_the_measured_plan(task, tmp_path, monkeypatch,
+                                                                                        caplog):  # fmt: skip
+    allowed = 2 * GENERATION_ROWS + G
+    scripted_memory(monkeypatch, free_allowing(allowed))
     with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.generate_calls"):
         trainer, log, _ = run(task, tmp_path)
-    assert len(estimates) == len(log.turns)  # one plan per round
-    for rows, calls in zip(log.turn_rows, log.turns, strict=True):
-        assert calls == [stop - start for start, stop in plan_calls(rows, G, 2 * GENERATION_ROWS - G)]
-    assert any(len(calls) > 1 for calls in log.turns)
-    plans = [r.getMessage() for r in caplog.records if "memory plan" in r.getMessage()]
-    assert len(plans) == 1 and plans[0].startswith(f"Generation memory plan: calls of at most {2 * GENERATION_ROWS - G}")
+    # Round 1: no call measured yet, so one generation batch per call. Every later round: calls of the plan the
+    # measured calls allow, between one generation batch and `allowed` rows (the peak here is linear in the rows,
+    # but the prediction also scales for prompts and completions longer than the measured call's).
+    assert log.turns[0] == plan_rows(log.turn_rows[0], GENERATION_ROWS)
+    for rows, calls in zip(log.turn_rows[1:], log.turns[1:], strict=True):
+        assert GENERATION_ROWS <= calls[0] <= allowed and calls == plan_rows(rows, calls[0])
+    assert any(max(calls) > GENERATION_ROWS for calls in log.turns[1:])
+    assert GENERATION_ROWS < trainer._call_memory.last_plan <= allowed
+    assert [call.rows for call in trainer._call_memory.calls] == [rows for calls in log.turns for rows in calls][-16:]
+    messages = [r.getMessage() for r in caplog.records if r.name.endswith("generate_calls")]
+    assert messages[0].startswith(f"Generation calls: one generation batch per process ({GENERATION_ROWS} rows")
+    assert "no call measured yet" in messages[0]
+    plans = [m for m in messages if m.startswith("Generation memory plan")]
+    assert len(plans) == 1 and plans[0].startswith(f"Generation memory plan: calls of at most {log.turns[1][0]} rows")
+    assert "from 1 measured call(s)" in plans[0]
 
 
 def test_a_reading_that_allows_one_generation_batch_gives_grpo_trainers_calls(task, tmp_path, monkeypatch):
-    reading_allowing(monkeypatch, GENERATION_ROWS)
+    scripted_memory(monkeypatch, free_allowing(GENERATION_ROWS))
     _, dapo, _ = run(copy.deepcopy(task), tmp_path / "dapo")
     _, grpo, _ = run(task, tmp_path / "grpo", trainer_class=GRPOTrainer, config_class=GRPOConfig)
     assert grpo.turns == [[GENERATION_ROWS]] * 2
-    # Every round went to generate in GRPOTrainer's calls: one generation batch each, a refill round's last call
-    # the rest of it.
     assert max(dapo.turn_rows) > GENERATION_ROWS
     for rows, calls in zip(dapo.turn_rows, dapo.turns, strict=True):
-        assert calls == [GENERATION_ROWS] * (rows // GENERATION_ROWS) + ([rows % GENERATION_ROWS] if rows % GENERATION_ROWS else [])
-    first_round_calls = [calls[0] for calls in dapo.turns]
-    assert first_round_calls[0] == grpo.turns[0][0]
+        assert calls == plan_rows(rows, GENERATION_ROWS)
+    assert dapo.turns[0][0] == grpo.turns[0][0]
 
 
 @pytest.mark.multiprocess
@@ -130,3 +225,14 @@ def test_two_processes_with_different_free_memory_make_the_same_calls(tmp_path):
     assert first["turns"] == second["turns"] and first["turn_rows"] == second["turn_rows"]
     assert max(first["turn_rows"]) > first["batch_rows"]
     assert all(max(calls) <= first["batch_rows"] for calls in first["turns"])
+    assert first["planned"] == second["planned"] == first["batch_rows"]
+
+
+@pytest.mark.multiprocess
+def test_an_error_in_one_processs_generate_stops_every_process_with_its_message(tmp_path):
+    script = Path(__file__).resolve().parent / "scripts" / "two_process_memory.py"
+    command = two_process_command(script, "--out", tmp_path, "--fail_on_rank", "1")
+    returncode, output = launch_outcome(command, {**os.environ, "ACCELERATE_USE_CPU": "1"}, timeout_s=120)
+    assert returncode != 0
+    assert "ValueError: boom" in output
+    assert "Generation failed on process 1 (stopping process 0 too): ValueError: boom" in output

@@ -20,6 +20,7 @@ from trl_variants.dynamic_sampling.trainer import (
     STATE_FILE,
     DynamicSamplingExhaustedError,
 )
+from trl_variants.dynamic_sampling.selection import NO_SIGNAL_STEPS, PassRateTracker, no_signal_warning
 from trl_variants.rewards import SoftOverlongPunishment
 
 from ..helpers import DAPO_AS_PUBLISHED, toy_config, toy_trainer
@@ -309,6 +310,31 @@ def test_always_degenerate_reward_fills_the_batch_and_trains_on(task, tmp_path):
     for inputs in recorder.loss_inputs:
         assert inputs["prompt_ids"].shape[0] == 16
         assert (inputs["advantages"] == 0).all()
+
+
+def test_a_run_without_signal_is_warned_once_with_the_rewards_it_saw(task, tmp_path, caplog):
+    """A constant reward under the default `dynamic_sampling_on_exhausted="fill"` trains on with loss 0: after
+    NO_SIGNAL_STEPS steps without an informative group, one warning names the values the reward returned."""
+    config = toy_config(DAPOConfig, tmp_path, max_steps=NO_SIGNAL_STEPS + 2, dynamic_sampling_max_rounds=2)
+    trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[ConstantReward()])
+    with caplog.at_level(logging.WARNING, logger="trl_variants.dynamic_sampling.trainer"):
+        trainer.train()
+    warnings = [r.getMessage() for r in caplog.records if "no informative group" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(f"Dynamic sampling found no informative group in {NO_SIGNAL_STEPS} consecutive")
+    assert "Rewards seen in the latest step: constant_reward: [1.0]" in warnings[0]
+
+
+def test_the_no_signal_warning_names_unscored_rows():
+    message = no_signal_warning(3, {"accuracy": [0.0, None, 0.0, None], "format": [1.0, 0.5, 1.0, 1.0]})
+    assert "accuracy: [0.0] and None for 2 of 4 rows; format: [0.5, 1.0]." in message
+
+
+def test_the_steps_without_signal_are_counted_and_reset_by_a_step_with_signal():
+    tracker = PassRateTracker()
+    for informative, expected in ((0, 1), (0, 2), (3, 0), (0, 1)):
+        tracker.update(informative, 8)
+        assert tracker.steps_without_signal == expected
 
 
 def test_always_degenerate_reward_raises_when_asked(task, tmp_path):

@@ -108,9 +108,6 @@ def resolve_launch_args(launch_args: list[str]) -> list[str]:
                 f"--accelerate_config {value!r} is neither a file nor one of TRL's bundled configs "
                 f"{bundled_accelerate_configs()}."
             )
-        problem = missing_launch_package_problem(value)
-        if problem is not None:
-            raise CliUsageError(problem)
     try:
         return resolve_accelerate_config_argument(list(launch_args))
     except ValueError as error:
@@ -141,6 +138,13 @@ def relaunch(command: str, launch_args: list[str], training_script_args: list[st
     """Runs the training command under `accelerate launch`; returns the exit code of the processes."""
     from accelerate.commands.launch import launch_command
 
+    # Checked here, when the processes are about to start, not while parsing: a command or recipe naming a
+    # DeepSpeed config parses and is checked alike on a machine without DeepSpeed.
+    launch_args = [part for token in launch_args for part in _split_inline_accelerate_config(token)]
+    if ACCELERATE_CONFIG_FLAG in launch_args[:-1]:
+        problem = missing_launch_package_problem(launch_args[launch_args.index(ACCELERATE_CONFIG_FLAG) + 1])
+        if problem is not None:
+            raise CliUsageError(problem)
     namespace = build_launch_namespace(command, launch_args, training_script_args)
     os.environ[LAUNCHED_ENV] = "1"
     try:

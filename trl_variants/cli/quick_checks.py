@@ -273,10 +273,6 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
         if key not in dests and f"--{key}" not in launch_options and f"--{key}" != ACCELERATE_CONFIG_FLAG:
             raise CliUsageError(recipe_key_problem(key, recipe_path, config_name, command, field_options))
     check_launch_tokens(remaining, command, config_name, launch_options, field_options)
-    launch_config = accelerate_config_value(remaining, recipe)
-    problem = None if launch_config is None else missing_launch_package_problem(launch_config)
-    if problem is not None:
-        raise CliUsageError(problem)
 
     def value(name):
         return getattr(namespace, name, None)
@@ -294,6 +290,11 @@ def check_command_line(command: str, argv: list[str], table: dict) -> None:
     if (bf16 or value("bf16_full_eval")) and not value("use_cpu") and not has_accelerator_device():
         raise CliUsageError(BF16_WITHOUT_GPU)
     check_local_sources(value)
+    # Last, so that a recipe naming a DeepSpeed config is checked for everything else where DeepSpeed is absent.
+    launch_config = accelerate_config_value(remaining, recipe)
+    problem = None if launch_config is None else missing_launch_package_problem(launch_config)
+    if problem is not None:
+        raise CliUsageError(problem)
 
 
 def check_local_sources(value) -> None:

@@ -1,27 +1,32 @@
 """Transformers `generate` calls in as few pieces as memory allows.
 
 A generation round reaches TRL's `_generate_single_turn` as one list of rows (`rounds.GenerationRoundsMixin
-._round_calls`), and by default goes to the model's `generate` in one call. On a GPU a decoding step is bound by
-memory traffic and kernel launches, not by the number of rows, so one call of three generation batches costs little
-more than one of a single batch, where three calls cost three times as much. The price is memory: a call's KV cache
-grows with its rows.
+._round_calls`). On a GPU a decoding step is bound by memory traffic and kernel launches, not by the number of rows,
+so one call of three generation batches costs little more than one of a single batch, where three calls cost three
+times as much. The price is memory: a call's KV cache grows with its rows.
 
-Three things cut a call into smaller ones, each holding whole groups (`plan_calls`, `halve_call`, pure functions):
+Three things size a round's calls, each call holding whole groups (`plan_calls`, `halve_call`, pure functions):
 
+- the memory plan (generation_memory.py): every training call's peak memory is measured, and a round's calls hold
+  the most rows the calls measured so far predict to fit in the free memory less a margin, never fewer than one
+  generation batch per process (`GRPOTrainer`'s call). Before any call was measured, and on a device without the
+  memory readings (CPU, MPS), calls hold one generation batch per process: the call `GRPOTrainer` makes, which fits
+  wherever `GRPOTrainer` fits. The first plan (or its absence) is logged once;
 - `max_rows_per_generate_call` caps every call from the start;
-- on a device with a memory reading (CUDA, XPU), a round's calls are planned before the first of them: the rows
-  whose KV cache and logits fit in the free memory less a margin (generation_memory.py), never fewer than one
-  generation batch (`GRPOTrainer`'s call). On several processes the processes take the smallest plan of them all
-  (one gather of one integer per round, before any process enters `generate`), so that under ZeRO-3 or FSDP they
-  make the same calls. The first plan is logged once. On CPU there is no plan;
-- an out-of-memory error in a call (as accelerate's `should_reduce_batch_size` recognizes one), the last line of
-  defence, halves that call and retries each half, after freeing what the failed call held (`clear_device_cache`).
-  Every row is generated, in order. The halved size then caps the run's later training calls, as accelerate's
-  `find_executable_batch_size` keeps its reduced batch size, so the error costs one aborted call rather than one
-  per round (an error during evaluation caps nothing: evaluation batches are not training rounds). That decorator
-  itself is not used: it retries its whole function from the start (regenerating the calls that fitted) and ends
-  in a generic error at size zero, where a call of one group that does not fit needs a message saying what to
-  change. Checkpoints keep the learned cap (carry_checkpoint.py), so a resumed run does not meet the error again.
+- an out-of-memory error in a call (`is_out_of_memory`), the last line of defence, halves that call and retries
+  each half, after freeing what the failed call held (`clear_device_cache`). Every row is generated, in order. The
+  halved size then caps the run's later training calls, as accelerate's `find_executable_batch_size` keeps its
+  reduced batch size, so the error costs one aborted call rather than one per round (an error during evaluation
+  caps nothing: evaluation batches are not training rounds). That decorator itself is not used: it retries its
+  whole function from the start (regenerating the calls that fitted) and ends in a generic error at size zero,
+  where a call of one group that does not fit needs a message saying what to change. Checkpoints keep the learned
+  cap, so a resumed run does not meet the error again.
+
+On several processes, the processes agree before any of them enters a round's first `generate`: one gather gives
+every process the smallest cap of them all and whether every process can cut its inputs by row (`agreed_calls`),
+so that under ZeRO-3 or FSDP they make the same calls. After the round's calls, outside ZeRO-3 and FSDP, a second
+gather stops every process when one of them failed (`stop_every_process`), with that process's message, instead of
+leaving the others waiting in the next collective.
 
 A retry leaves training as it was. TRL 1.16 enters its generation context (`unwrap_model_for_generation`) inside
 `_generate_single_turn`, which turns gradient checkpointing off and, under ZeRO-3, removes DeepSpeed's module hooks
@@ -60,17 +65,61 @@ from dataclasses import dataclass
 
 import torch
 from accelerate.utils import gather, gather_object
-from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
-from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+from accelerate.utils.memory import clear_device_cache
 from transformers.utils import logging
 from trl.models.utils import add_hooks
 from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
 
 from . import generation_memory
+from .generation_memory import CallMeasurements, CallPeak, DeviceMemory
 
 logger = logging.get_logger(__name__)
 
 CAP_FIELD = "max_rows_per_generate_call"
+
+
+# Messages of the errors that mean a device ran out of memory: torch's `OutOfMemoryError` ("CUDA out of memory",
+# "XPU out of memory", "MPS backend out of memory"), a CUDA kernel's launch ("CUDA error: out of memory"), cuBLAS's
+# workspace, and the host allocator's. cuDNN's NOT_SUPPORTED, which accelerate's `should_reduce_batch_size` also
+# matches, is not one.
+OUT_OF_MEMORY_MESSAGES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "DefaultCPUAllocator: not enough memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` says a device (or the host) ran out of memory."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and any(message in str(error) for message in OUT_OF_MEMORY_MESSAGES)
+    )
+
+
+class CallMemory(CallMeasurements):
+    """The run's measured generate calls (generation_memory.py), the device's readings, and the latest plan (rows
+    per call; `None` without one), which is logged once."""
+
+    def __init__(self, device: torch.device):
+        super().__init__()
+        self.device_memory = DeviceMemory(device)
+        self.last_plan: int | None = None
+        self.logged: bool | str = False
+
+
+def agreed_calls(cap: int | None, splittable: bool, device: torch.device) -> tuple[int | None, bool]:
+    """The smallest cap of all processes (`None`: none set anywhere) and whether every process can cut its inputs by
+    row: one gather of two integers, so that every process makes the same calls and cuts or keeps its inputs alike."""
+    # accelerate.utils.gather, not `accelerator.gather`, which rounds.metric_gathers_skipped stubs out here.
+    gathered = gather(torch.tensor([[cap or 0, int(splittable)]], device=device)).tolist()
+    caps = [row[0] for row in gathered if row[0] > 0]
+    return min(caps, default=None), all(row[1] for row in gathered)
+
+
+def stop_every_process(failure: BaseException | None, process: int) -> None:
+    """Called by every process after a round's calls: raises on every process when one of them failed (one gather
+    of each process's error message), so that none waits alone in the next collective."""
+    messages = gather_object([None if failure is None else f"{type(failure).__name__}: {failure}"])
+    failed = [(index, message) for index, message in enumerate(messages) if message is not None]
+    if failed and failure is None:
+        index, message = failed[0]
+        raise RuntimeError(f"Generation failed on process {index} (stopping process {process} too): {message}")
 
 
 def call_unit(num_rows: int, num_generations: int) -> int:
@@ -166,17 +215,14 @@ def rows_of_fields(fields: dict, images: list | None, num_rows: int) -> RowField
 
 
 class GenerateCallsMixin:
-    """Cuts TRL's transformers generation calls as `max_rows_per_generate_call`, the memory plan and out-of-memory
-    errors ask, and restores what TRL's generation context left changed after a failed call; see the module
-    docstring."""
+    """Cuts TRL's transformers generation calls as `max_rows_per_generate_call`, the measured-memory plan and
+    out-of-memory errors ask, and restores what TRL's generation context left changed after a failed call; see the
+    module docstring."""
 
     # Rows per call since an out-of-memory error halved a training call: the cap of every later training call.
     _rows_per_call_after_oom: int | None = None
     # Set for the first turn of a generation round (`_planned_round`): its calls are planned before the first.
     _round_to_plan: bool = False
-    # The latest round's plan (rows per call; None before any plan or without a memory reading).
-    _planned_rows_per_call: int | None = None
-    _plan_logged: bool = False
 
     @contextmanager
     def _planned_round(self):
@@ -187,54 +233,98 @@ class GenerateCallsMixin:
         finally:
             self._round_to_plan = False
 
+    @property
+    def _call_memory(self) -> CallMemory:
+        memory = self.__dict__.get("_call_memory_state")
+        if memory is None:
+            memory = self.__dict__["_call_memory_state"] = CallMemory(self.accelerator.device)
+        return memory
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         generate = super()._generate_single_turn
         planning, self._round_to_plan = self._round_to_plan, False
         if self.use_vllm or self.use_transformers_continuous_batching:
             return generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        num_rows = len(prompt_ids)
+        accelerator, num_rows = self.accelerator, len(prompt_ids)
         unit = call_unit(num_rows, num_generations)
         user_cap = self.args.max_rows_per_generate_call
-        planned = self._planned_rows(prompt_ids, unit) if planning else None
+        planned = self._round_rows_per_call(prompt_ids, unit) if planning else None
         caps = [cap for cap in (user_cap, planned, self._rows_per_call_after_oom) if cap]
-        pending = plan_calls(num_rows, unit, min(caps, default=None))
-        per_row_fields = None
-        if len(pending) > 1:
-            per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
-            if per_row_fields is None and user_cap is not None and user_cap < num_rows:
-                raise ValueError(
-                    f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs "
-                    f"({sorted(multimodal_fields)}) cannot be cut by row, so a generate call cannot be split; set "
-                    f"{CAP_FIELD}=None."
-                )
-            if per_row_fields is None:  # a plan or a learned cap: the inputs go whole, as GRPOTrainer's do
-                pending = [(0, num_rows)]
+        cap = min(caps, default=None)
+        agreeing = planning and accelerator.num_processes > 1
+        # Whether the inputs can be cut by row, looked at where a call may be cut.
+        looked_at = agreeing or (cap is not None and cap < num_rows)
+        per_row_fields = rows_of_fields(multimodal_fields, images, num_rows) if looked_at else None
+        splittable = per_row_fields is not None or not looked_at
+        collectives = self._generate_has_collectives()
+        if agreeing:
+            # One gather per round, before any process enters `generate`: every process makes the same calls.
+            cap, splittable = agreed_calls(cap, splittable, accelerator.device)
+            if self._call_memory.last_plan is not None:
+                self._call_memory.last_plan = min(self._call_memory.last_plan, cap)
+        if not splittable and user_cap is not None and user_cap < num_rows:
+            raise ValueError(
+                f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs "
+                f"({sorted(multimodal_fields)}) cannot be cut by row, so a generate call cannot be split; set "
+                f"{CAP_FIELD}=None."
+            )
+        # Without a way to cut the inputs, a plan or a learned cap leaves the call whole, as GRPOTrainer's is.
+        pending = plan_calls(num_rows, unit, cap if splittable else None)
 
         def generate_rows(start, stop):
+            nonlocal per_row_fields
             if (start, stop) == (0, num_rows):
                 return generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+            if per_row_fields is None:  # the halves of a retried call
+                per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
             return generate(
                 prompt_ids[start:stop], images[start:stop] if images is not None else None,
                 per_row_fields.rows(start, stop), num_generations, has_tool_images,
             )  # fmt: skip
 
-        outputs = []  # (completion ids, log-probs) of each call, in row order
+        try:
+            can_cut = lambda: rows_of_fields(multimodal_fields, images, num_rows) is not None  # noqa: E731
+            outputs = self._generate_calls(pending, generate_rows, prompt_ids, unit, num_generations,
+                                           multimodal_fields, can_cut)  # fmt: skip
+            failure = None
+        except Exception as error:
+            outputs, failure = None, error
+        if agreeing and not collectives:
+            # An error on one process stops every process, with its message (the others would wait for it in the
+            # round's next gather). Under ZeRO-3 or FSDP the others are inside the failed call's collectives.
+            stop_every_process(failure, accelerator.process_index)
+        if failure is not None:
+            raise failure
+        if len(outputs) == 1:
+            return outputs[0]
+        completion_ids = [ids for call_ids, _ in outputs for ids in call_ids]
+        if any(call_logprobs is None for _, call_logprobs in outputs):
+            return completion_ids, None
+        return completion_ids, [row for _, call_logprobs in outputs for row in call_logprobs]
+
+    def _generate_calls(self, pending, generate_rows, prompt_ids, unit, num_generations, multimodal_fields, can_cut):
+        """Runs the calls `pending` in order, measuring training calls and halving a call that ran out of memory;
+        returns each call's (completion ids, log-probs)."""
+        memory, outputs = self._call_memory, []
         while pending:
             call = pending.pop(0)
+            start = memory.device_memory.start() if self.model.training else None
             try:
                 with self._generation_changes_undone():
                     outputs.append(generate_rows(*call))
-                continue
             except RuntimeError as error:
-                if not should_reduce_batch_size(error):
+                if not is_out_of_memory(error):
                     raise
-                if per_row_fields is None and call[1] - call[0] > unit:
-                    per_row_fields = rows_of_fields(multimodal_fields, images, num_rows)
-                problem = self._retry_problem(
-                    call[1] - call[0], unit, num_generations, per_row_fields is not None, multimodal_fields
-                )
+                splittable = call[1] - call[0] > unit and can_cut()
+                problem = self._retry_problem(call[1] - call[0], unit, num_generations, splittable, multimodal_fields)
                 if problem is not None:
                     raise RuntimeError(f"{problem} The error was: {error}") from error
+            else:
+                peak = memory.device_memory.peak_since(start)
+                if peak is not None:
+                    memory.add(CallPeak(call[1] - call[0], self._padded_prompt_tokens(prompt_ids[call[0]:call[1]]),
+                                        max((len(ids) for ids in outputs[-1][0]), default=0), peak))  # fmt: skip
+                continue
             # Out of the except block, so that the failed call's tensors, which its traceback holds, can be freed.
             clear_device_cache(garbage_collection=True)
             halves = halve_call(call, unit)
@@ -249,12 +339,42 @@ class GenerateCallsMixin:
                 f"Generation ran out of memory in a generate call of {call[1] - call[0]} rows on process "
                 f"{self.accelerator.process_index}; retrying it as calls of at most {fitted} rows, {kept}."
             )
-        if len(outputs) == 1:
-            return outputs[0]
-        completion_ids = [ids for call_ids, _ in outputs for ids in call_ids]
-        if any(call_logprobs is None for _, call_logprobs in outputs):
-            return completion_ids, None
-        return completion_ids, [row for _, call_logprobs in outputs for row in call_logprobs]
+        return outputs
+
+    def _padded_prompt_tokens(self, prompt_ids: list[list[int]]) -> int:
+        multiple = self.pad_to_multiple_of or 1
+        return -(-max((len(ids) for ids in prompt_ids), default=0) // multiple) * multiple
+
+    def _round_rows_per_call(self, prompt_ids: list[list[int]], unit: int) -> int:
+        """Rows per call for this round on this process: what the calls measured so far allow in the free memory
+        (generation_memory.py), or, with no plan, one generation batch per process (`GRPOTrainer`'s call)."""
+        args, memory = self.args, self._call_memory
+        batch_rows = -(-args.per_device_train_batch_size * args.steps_per_generation // unit) * unit
+        prompt_tokens = self._padded_prompt_tokens(prompt_ids)
+        free = memory.device_memory.free()
+        rows = memory.rows(free, prompt_tokens, self.max_completion_length, unit, batch_rows)
+        memory.last_plan = rows
+        if rows is None:
+            if not memory.logged:
+                memory.logged = True
+                why = "no call measured yet" if free is not None else f"no memory reading on {self.accelerator.device}"
+                logger.info(
+                    f"Generation calls: one generation batch per process ({batch_rows} rows, GRPOTrainer's call) "
+                    f"until a plan exists ({why})."
+                )
+            return batch_rows
+        if memory.logged != "plan":
+            memory.logged = "plan"
+            logger.info(
+                f"Generation memory plan: calls of at most {rows} rows on process {self.accelerator.process_index}, "
+                f"from {len(memory.calls)} measured call(s), {free / 2**30:.1f} GiB free, "
+                f"{generation_memory.MEMORY_MARGIN:.0%} of it kept free."
+            )
+        return rows
+
+    def _generate_has_collectives(self) -> bool:
+        """Whether `generate` runs collectives across processes (ZeRO-3 or FSDP on several processes)."""
+        return self.accelerator.num_processes > 1 and (self._dist.is_zero3 or self.is_fsdp_enabled)
 
     def _learned_rows_per_call(self) -> int | None:
         """The smallest cap an out-of-memory error taught any process, for checkpoints (a gather on several
@@ -281,44 +401,13 @@ class GenerateCallsMixin:
                 add_hooks(self.model_wrapped)
             raise
 
-    def _planned_rows(self, prompt_ids: list[list[int]], unit: int) -> int | None:
-        """Rows per call that the free device memory allows this round (generation_memory.py), the smallest over
-        processes; `None` without a memory reading. Every process calls it once per round, before any generates."""
-        accelerator, args = self.accelerator, self.args
-        dtype_bytes = 2 if accelerator.mixed_precision in ("bf16", "fp16") else self.model.dtype.itemsize
-        shape = generation_memory.decoder_shape(self.model.config, dtype_bytes)
-        longest = max((len(ids) for ids in prompt_ids), default=0)
-        multiple = self.pad_to_multiple_of or 1
-        padded = -(-longest // multiple) * multiple
-        per_row = generation_memory.row_bytes(shape, padded, self.max_completion_length)
-        free = generation_memory.free_device_memory(accelerator.device)
-        if free is None:
-            return None
-        if self._dist.is_zero3 and args.ds3_gather_for_generation:  # the whole model, gathered for generation
-            free -= sum(getattr(p, "ds_numel", p.numel()) * p.element_size() for p in self.model.parameters())
-        batch_rows = -(-args.per_device_train_batch_size * args.steps_per_generation // unit) * unit
-        rows = generation_memory.planned_rows(free, per_row, unit, batch_rows)
-        if accelerator.num_processes > 1:
-            # accelerate.utils.gather, not `accelerator.gather`, which rounds.metric_gathers_skipped stubs out here.
-            rows = int(gather(torch.tensor([rows], device=accelerator.device)).min())
-        self._planned_rows_per_call = rows
-        if not self._plan_logged:
-            self._plan_logged = True
-            logger.info(
-                f"Generation memory plan: calls of at most {rows} rows per process ({per_row / 2**20:.1f} MiB a row "
-                f"for {padded} prompt and {self.max_completion_length} completion tokens, {free / 2**30:.1f} GiB free "
-                f"on process {accelerator.process_index}, {generation_memory.MEMORY_MARGIN:.0%} of it kept free)."
-            )
-        return rows
-
     def _retry_problem(
         self, rows: int, unit: int, num_generations: int, splittable: bool, multimodal_fields: dict | None = None
     ) -> str | None:
         accelerator = self.accelerator
-        collectives = accelerator.num_processes > 1 and (is_deepspeed_zero3_enabled() or self.is_fsdp_enabled)
         return retry_problem(
-            rows, unit, num_generations, collectives, splittable, accelerator.process_index, accelerator.num_processes,
-            sorted(multimodal_fields or ()),
+            rows, unit, num_generations, self._generate_has_collectives(), splittable, accelerator.process_index,
+            accelerator.num_processes, sorted(multimodal_fields or ()),
         )  # fmt: skip
 
 

@@ -1,97 +1,135 @@
-"""The memory a transformers `generate` call needs, planned before the call (pure functions, but for the reading of
-the device's free memory).
+"""How many rows a transformers `generate` call may hold, from the peak memory earlier calls of the run measured
+(pure functions, but for `DeviceMemory`, which reads the device).
 
-A call of `rows` rows, each with `prompt_tokens` (the call's padded prompt length) and up to `completion_tokens`
-new tokens, holds per row:
+Every training call is measured: the device's peak allocated memory during the call above what was allocated when
+it began (`CallPeak`). That peak holds whatever the call needed, whatever the architecture, the attention
+implementation, autocast (float32 keys under bf16), the sampler or a vision tower: nothing is read from the model's
+config. A later call of `rows` rows, prompts padded to `prompt_tokens` and up to `completion_tokens` new tokens is
+predicted from a measured call `m` as
 
-- its KV cache: layers x KV heads x head dim x 2 (key and value) x dtype bytes x (prompt + completion tokens);
-- the logits of the token being sampled: vocabulary x 4 bytes (float32) x `LOGITS_COPIES`, for the logits, the
-  processed scores and the sampling probabilities (generate keeps the last position's logits only).
+    predicted = m.peak_bytes * max(1, rows / m.rows) * max(1, (P + C) / (m.P + m.C), (P / m.P) ** 2)
 
-The rows that fit are those whose bytes stay within the device's free memory less `MEMORY_MARGIN` of it, which is
-left for what the estimate leaves out: the prefill's activations, the allocator's fragmentation and the sampler's
-temporaries. The plan never goes below one generation batch per process (`GRPOTrainer`'s call): where
-`GRPOTrainer` fits, so does that call, and a call that still runs out of memory is halved by the out-of-memory
-retry (generate_calls.py).
+which is never below the real peak where the call's memory is a fixed part (weights cast for autocast, ZeRO-3's
+gathered parameters, workspaces) plus per-row parts that grow at most linearly with the tokens held (the KV cache,
+with P + C) or quadratically with the prompt (an eager attention's prefill scores, with P): rows above a measured
+call scale the whole peak, fixed part included, and a call is never predicted smaller than one it is no larger than.
+`m.C` is the longest completion the measured call generated, so a call whose rows all stopped early is scaled up to
+the full `max_completion_length`. Each measurement gives such an upper bound; the prediction is the smallest of
+them (`call_rows`).
 
-Free memory is what the device reports free plus what torch's caching allocator holds reserved but unused (memory
-this process can reuse without asking the device). Devices without such a reading (CPU, MPS) get no plan.
+A round's calls then hold the most whole groups predicted to stay within the free memory (what the device reports
+free plus what torch's caching allocator holds unused) less `MEMORY_MARGIN` of it, left for the allocator's
+fragmentation, which the allocated peak does not count. The bound overstates the fixed part in proportion to the
+rows (a call of twice the rows is predicted twice the weights' cast), so the first plans are cautious and grow as
+larger calls are measured: each call's measurement tightens the next round's plan.
+
+Before any call was measured, and on a device without the readings (CPU, MPS, or a backend lacking one of the
+functions `DeviceMemory` uses), there is no plan: calls hold one generation batch per process, the call
+`GRPOTrainer` makes, which fits wherever `GRPOTrainer` fits.
 """
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 # Share of the free memory no plan uses (see the module docstring).
-MEMORY_MARGIN = 0.2
-# Vocabulary-sized float32 tensors alive per row while a token is sampled.
-LOGITS_COPIES = 3
-FLOAT32_BYTES = 4
+MEMORY_MARGIN = 0.1
+# Measurements kept: the latest ones, enough to cover the prompt lengths a run's rounds see.
+KEPT_MEASUREMENTS = 16
 
 
 @dataclass(frozen=True)
-class DecoderShape:
-    """What a decoder's per-row generation memory depends on."""
+class CallPeak:
+    """One measured generate call: its rows, padded prompt length, longest completion and peak memory above the
+    memory allocated when it began."""
 
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-    vocab_size: int
-    dtype_bytes: int
+    rows: int
+    prompt_tokens: int
+    completion_tokens: int
+    peak_bytes: int
 
 
-def decoder_shape(config, dtype_bytes: int) -> DecoderShape:
-    """The shape of a transformers model config's text decoder (a vision-language model's text config)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = text.num_attention_heads
-    return DecoderShape(
-        num_layers=text.num_hidden_layers,
-        num_kv_heads=getattr(text, "num_key_value_heads", None) or heads,
-        head_dim=getattr(text, "head_dim", None) or text.hidden_size // heads,
-        vocab_size=text.vocab_size,
-        dtype_bytes=dtype_bytes,
+def predicted_peak(measured: CallPeak, rows: int, prompt_tokens: int, completion_tokens: int) -> float:
+    """An upper bound on the peak of a call of `rows` rows, prompts of `prompt_tokens` and up to
+    `completion_tokens` new tokens, from one measured call (the formula in the module docstring)."""
+    measured_prompt = max(measured.prompt_tokens, 1)
+    length = max(
+        1.0,
+        (prompt_tokens + completion_tokens) / max(measured_prompt + measured.completion_tokens, 1),
+        (prompt_tokens / measured_prompt) ** 2,
     )
+    return measured.peak_bytes * max(1.0, rows / measured.rows) * length
 
 
-def kv_cache_bytes(shape: DecoderShape, tokens: int) -> int:
-    """One row's KV cache over `tokens` tokens."""
-    return shape.num_layers * shape.num_kv_heads * shape.head_dim * 2 * shape.dtype_bytes * tokens
+def call_rows(
+    measurements: list[CallPeak], free_bytes: int, prompt_tokens: int, completion_tokens: int, unit: int, floor_rows: int
+) -> int:
+    """The most rows of a call, in whole `unit`s, that some measurement predicts to stay within `free_bytes` less the
+    margin; never fewer than `floor_rows` (one generation batch, itself whole units)."""
+    if unit < 1 or floor_rows < unit or floor_rows % unit:
+        raise ValueError(f"call_rows: floor_rows ({floor_rows}) must be a positive multiple of unit ({unit}).")
+    budget = max(free_bytes, 0) * (1 - MEMORY_MARGIN)
+    best = 0
+    for measured in measurements:
+        at_measured = predicted_peak(measured, measured.rows, prompt_tokens, completion_tokens)
+        if at_measured > budget:
+            continue
+        # Above the measured rows the bound grows in proportion to the rows.
+        best = max(best, measured.rows, int(measured.rows * budget / at_measured) if at_measured > 0 else 0)
+    return max(floor_rows, best // unit * unit)
 
 
-def logits_bytes(shape: DecoderShape) -> int:
-    """One row's vocabulary-sized tensors while a token is sampled."""
-    return shape.vocab_size * FLOAT32_BYTES * LOGITS_COPIES
+class DeviceMemory:
+    """The device readings a plan needs, from the torch backend of `device`'s type (`torch.cuda`, `torch.xpu`, ...):
+    `available` is `None` on a device without them."""
+
+    FUNCTIONS = ("mem_get_info", "memory_allocated", "memory_reserved", "max_memory_allocated", "reset_peak_memory_stats")
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        backend = getattr(torch, device.type, None) if device.type not in ("cpu", "meta") else None
+        self.backend = backend if all(callable(getattr(backend, name, None)) for name in self.FUNCTIONS) else None
+
+    def _read(self, name: str, *args):
+        if self.backend is None:
+            return None
+        try:
+            return getattr(self.backend, name)(self.device, *args)
+        except (RuntimeError, NotImplementedError, AssertionError):  # a backend that has the function but not the stat
+            self.backend = None
+            return None
+
+    def free(self) -> int | None:
+        """Bytes this process can still allocate: the device's free memory plus what the caching allocator holds
+        unused."""
+        info, reserved, allocated = (self._read(n) for n in ("mem_get_info", "memory_reserved", "memory_allocated"))
+        if info is None or reserved is None or allocated is None:
+            return None
+        return int(info[0] + reserved - allocated)
+
+    def start(self) -> int | None:
+        """Starts measuring a call: resets the peak and returns the memory allocated now."""
+        allocated = self._read("memory_allocated")
+        self._read("reset_peak_memory_stats")
+        return allocated if self.backend is not None else None
+
+    def peak_since(self, start: int | None) -> int | None:
+        """The peak allocated memory since `start()`, above what was allocated then."""
+        peak = self._read("max_memory_allocated") if start is not None else None
+        return None if peak is None else max(int(peak) - start, 0)
 
 
-def row_bytes(shape: DecoderShape, prompt_tokens: int, completion_tokens: int) -> int:
-    """The memory one row of a generate call needs at its longest."""
-    return kv_cache_bytes(shape, prompt_tokens + completion_tokens) + logits_bytes(shape)
+class CallMeasurements:
+    """The run's measured calls, and the rows per call they allow (see the module docstring)."""
 
+    def __init__(self):
+        self.calls: list[CallPeak] = []
 
-def planned_rows(free_bytes: int, bytes_per_row: int, unit: int, floor_rows: int) -> int:
-    """Most rows of a call, in whole `unit`s, whose memory stays within `free_bytes` less the margin; never fewer
-    than `floor_rows` (one generation batch, itself whole units)."""
-    if bytes_per_row < 1 or unit < 1 or floor_rows < unit or floor_rows % unit:
-        raise ValueError(
-            f"planned_rows: bytes_per_row ({bytes_per_row}) and unit ({unit}) must be >= 1 and floor_rows "
-            f"({floor_rows}) a positive multiple of unit."
-        )
-    usable = int(max(free_bytes, 0) * (1 - MEMORY_MARGIN))
-    return max(floor_rows, usable // bytes_per_row // unit * unit)
+    def add(self, call: CallPeak) -> None:
+        self.calls = [*self.calls, call][-KEPT_MEASUREMENTS:]
 
-
-def free_bytes_for(rows: int, bytes_per_row: int) -> int:
-    """The free memory that plans exactly `rows` rows (the inverse of `planned_rows`, for tests and benchmarks)."""
-    return math.ceil(rows * bytes_per_row / (1 - MEMORY_MARGIN)) + 1
-
-
-def free_device_memory(device: torch.device) -> int | None:
-    """Bytes this process can still allocate on `device`: the device's free memory plus what torch's caching
-    allocator holds unused; `None` on a device without a memory reading (CPU, MPS)."""
-    backend = getattr(torch, device.type, None)
-    if device.type in ("cpu", "mps") or not hasattr(backend, "mem_get_info"):
-        return None
-    free, _ = backend.mem_get_info(device)
-    cached = backend.memory_reserved(device) - backend.memory_allocated(device)
-    return int(free + cached)
+    def rows(self, free_bytes: int | None, prompt_tokens: int, completion_tokens: int, unit: int, floor_rows: int) -> int | None:
+        """Rows per call for a round, or `None` (no plan) before any measurement or without a free-memory reading."""
+        if free_bytes is None or not self.calls:
+            return None
+        return call_rows(self.calls, free_bytes, prompt_tokens, completion_tokens, unit, floor_rows)

@@ -31,6 +31,27 @@ def informative_group_mask(scores: torch.Tensor, tolerance: float) -> torch.Tens
     return (scored.sum(dim=1) >= 2) & ((highest - lowest) > tolerance)
 
 
+# Consecutive steps without an informative group after which a run is warned, once, that its reward gives no signal.
+NO_SIGNAL_STEPS = 3
+
+
+def no_signal_warning(steps: int, reward_values: dict[str, list]) -> str:
+    """The warning for a run whose last `steps` steps found no informative group, with the distinct values each
+    reward function returned in the latest step (`None` for a row it did not score)."""
+    seen = "; ".join(
+        f"{name}: {sorted({value for value in values if value is not None})[:6]}"
+        + (f" and None for {sum(value is None for value in values)} of {len(values)} rows" if None in values else "")
+        for name, values in reward_values.items()
+    )
+    return (
+        f"Dynamic sampling found no informative group in {steps} consecutive steps: within every group the rewards "
+        f"were equal, so these steps trained with zero advantage (loss 0) while generating extra rounds. Rewards "
+        f"seen in the latest step: {seen}. Check that the reward functions score the completions (a reward that "
+        "returns a constant, or None, for every completion gives nothing to learn), that max_completion_length lets "
+        "the model finish an answer, and that the task is neither too easy nor too hard for the model."
+    )
+
+
 def degenerate_outcomes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[int, int]:
     """Counts degenerate groups that were all correct (common score > 0) and all wrong (common score <= 0).
 
@@ -110,14 +131,17 @@ def select_groups(informative: list[bool], batch_groups: int, fill: bool) -> Gro
 
 @dataclass
 class PassRateTracker:
-    """Running estimate of the share of informative groups, used to size the next step's first round."""
+    """Running estimate of the share of informative groups, used to size the next step's first round, and the
+    number of consecutive steps that found none (`steps_without_signal`)."""
 
     smoothing: float = 0.5
     estimate: float | None = None
+    steps_without_signal: int = 0
 
     def update(self, informative: int, generated: int) -> None:
         if generated <= 0:
             return
+        self.steps_without_signal = 0 if informative else self.steps_without_signal + 1
         observed = informative / generated
         if self.estimate is None:
             self.estimate = observed

@@ -8,6 +8,7 @@ each part; docs/dynamic_sampling.md explains the mechanism and its guarantees.
 
 import copy
 import json
+import math
 import os
 from collections import Counter
 from contextlib import contextmanager
@@ -34,7 +35,15 @@ from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
 from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin, engine_awake_across_rounds
 from .row_exchange import exchange_objects
-from .selection import PassRateTracker, RefillSampler, degenerate_outcomes, groups_to_request, select_groups
+from .selection import (
+    NO_SIGNAL_STEPS,
+    PassRateTracker,
+    RefillSampler,
+    degenerate_outcomes,
+    groups_to_request,
+    no_signal_warning,
+    select_groups,
+)
 from .shares import group_ref, share_flags
 from .skipping_trainer import PromptSkippingMixin
 from .stream import StreamRefill
@@ -234,6 +243,11 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         args = self.args
         found, seen = pool.informative_groups, pool.groups
         self._pass_rate.update(found, seen)
+        if self._pass_rate.steps_without_signal == NO_SIGNAL_STEPS:
+            rewards = [row.rewards for row in pool.local_rows()]
+            values = {name: [None if math.isnan(row[i]) else row[i] for row in rewards]
+                      for i, name in enumerate(self.reward_func_names)}  # fmt: skip
+            logger.warning(no_signal_warning(NO_SIGNAL_STEPS, values))
         if self._skipping:
             self._record_prompt_outcomes(torch.cat(pool.outcomes))
         # Sums over this process's own groups, reduced once: degenerate kinds, rewards, generated tokens.
@@ -244,10 +258,14 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         local_rows = pool.local_rows()
         reward_sum, completions = total_reward_sum(torch.tensor([row.rewards for row in local_rows]), self.reward_weights)
         tokens = sum(len(row.completion_ids) for row in local_rows)
-        sums = torch.tensor(
-            [all_correct, all_wrong, reward_sum, completions, tokens], dtype=torch.float64, device=self.accelerator.device
-        )
-        all_correct, all_wrong, reward_sum, completions, tokens = self.accelerator.reduce(sums, reduction="sum").tolist()
+        # Counts as int64 (exact at any scale) and the reward sum as float32: no float64 on the device, which MPS and
+        # some XPUs do not have.
+        device = self.accelerator.device
+        counts = torch.tensor([all_correct, all_wrong, completions, tokens], dtype=torch.int64, device=device)
+        reward = torch.tensor([reward_sum], dtype=torch.float32, device=device)
+        counts, reward = self.accelerator.reduce([counts, reward], reduction="sum")
+        all_correct, all_wrong, completions, tokens = counts.tolist()
+        reward_sum = reward.item()
         metrics = self._metrics["train"]
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
@@ -314,24 +332,29 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
 
     def _save_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         # On every process: the smallest cap any process learned from an out-of-memory error (generate_calls.py).
-        rows_per_call = self._learned_rows_per_call() if self.args.dynamic_sampling else None
-        if self.args.dynamic_sampling and self.args.should_save:
+        # Kept with dynamic sampling off too: the cap caps a plain generation batch's call alike.
+        rows_per_call = self._learned_rows_per_call()
+        if self.args.should_save and (self.args.dynamic_sampling or rows_per_call is not None):
+            state = self._dynamic_sampling_state() if self.args.dynamic_sampling else {}
             with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
-                json.dump({**self._dynamic_sampling_state(), "rows_per_call_after_oom": rows_per_call}, state_file)
+                json.dump({**state, "rows_per_call_after_oom": rows_per_call}, state_file)
+        if self.args.dynamic_sampling and self.args.should_save:
             self._save_prompt_history(checkpoint_dir)
         if self._options.carry_surplus:
             save_carried_groups(self, checkpoint_dir)
 
     def _load_dynamic_sampling_state(self, checkpoint_dir: str) -> None:
         path = os.path.join(checkpoint_dir, STATE_FILE)
-        if not (self.args.dynamic_sampling and os.path.exists(path)):
+        if not os.path.exists(path):
             return
         with open(path) as state_file:
             state = json.load(state_file)
+        self._rows_per_call_after_oom = state.get("rows_per_call_after_oom")
+        if not self.args.dynamic_sampling or "refill_sampler" not in state:
+            return
         if state["refill_sampler"] is not None and self._refill_sampler is not None:
             self._refill_sampler.load_state_dict(state["refill_sampler"])
         self._pass_rate.estimate = state["pass_rate_estimate"]
-        self._rows_per_call_after_oom = state.get("rows_per_call_after_oom")
         self._load_skipping_state(state.get("skipping"), checkpoint_dir)
         if self._options.carry_surplus:
             self._carried = load_carried_groups(self, checkpoint_dir)

@@ -118,6 +118,8 @@ def build_run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engin
         trainer_class, config_class = DrGRPOTrainer, DrGRPOConfig
     elif name == "capped":
         settings.update(max_rows_per_generate_call=GENERATE_CALL_CAP)
+    elif name == "bf16":  # the float32 policy under bf16 mixed precision, as TRL loads a model given by name
+        settings.update(bf16=True)
     elif name == "reward_model":
         rewards.append(str(out_dir / REWARD_MODEL))
     elif name == "lora":
@@ -169,6 +171,7 @@ def run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engine) -> 
         "rank": trainer.accelerator.process_index,
         "num_processes": trainer.accelerator.num_processes,
         "distributed_type": str(trainer.accelerator.distributed_type),
+        "mixed_precision": str(trainer.accelerator.mixed_precision),
         "reward_engines": [type(func).__name__ for func in trainer.reward_funcs],
         **engine.record(trainer),
         "global_step": trainer.state.global_step,
