@@ -55,7 +55,7 @@ def simulate_vllm(trainer) -> None:
     generate = trainer._generate
     trainer.use_vllm = True
     trainer.vllm_importance_sampling_correction = True
-    trainer.vllm_generation = SimpleNamespace(sync_weights=lambda: None)
+    trainer.vllm_generation = SimpleNamespace(sync_weights=lambda: None, mode="colocate", enable_sleep_mode=False)
     trainer._last_loaded_step = -1
 
     def vllm_like_generate(prompts):
