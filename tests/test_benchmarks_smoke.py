@@ -10,7 +10,6 @@ import pytest
 
 from benchmarks.overhead import overhead
 from benchmarks.shared import settings
-from benchmarks.variants import compare_variants
 from trl_variants.machine import describe_machine
 from trl_variants.toy import make_toy_task
 
@@ -36,81 +35,6 @@ def assert_png(path: Path) -> None:
     assert path.is_file(), f"missing plot {path.name}"
     data = path.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 5_000, f"{path.name} is not a rendered PNG"
-
-
-COMPARE_PLOTS = (
-    "accuracy_vs_step.png",
-    "accuracy_vs_tokens.png",
-    "accuracy_by_level.png",
-    "lengths.png",
-    "entropy.png",
-    "clip_fractions.png",
-    "degenerate_groups.png",
-)
-
-
-def check_compare_variants_report(output_dir: Path) -> dict:
-    report = json.loads((output_dir / "variants.json").read_text())
-    runs = {run["variant"]: run for run in report["runs"]}
-    assert set(runs) == {"grpo", "dapo", "dapo_dynamic_sampling", "dapo_skip", "dr_grpo"}
-    steps, batch = report["settings"]["max_steps"], report["settings"]["batch_size"]
-    group_size = report["settings"]["num_generations"]
-    # A generation batch is sampled every `steps_per_generation` steps and trained over that many steps.
-    every = report["settings"]["steps_per_generation"]
-    generations = steps // every
-    for run in runs.values():
-        assert run["eval_steps"] == list(range(steps + 1))
-        assert all(0.0 <= accuracy <= 1.0 for accuracy in run["accuracy"])
-        assert set(run["accuracy_by_level"]) == {str(level) for level in report["levels"]}
-        assert len(run["step_seconds"]) == len(run["entropy"]) == len(run["clip_low"]) == steps
-        # The probe sees every generated completion once; every generation samples its whole batch at least once.
-        assert len(run["completions"]) == steps
-        assert all(count >= batch * every for count in run["completions"][::every])
-        assert not any(count for step, count in enumerate(run["completions"]) if step % every)
-        assert run["groups"] == [count // group_size for count in run["completions"]]
-        assert all(a + w <= g for a, w, g in zip(run["all_correct"], run["all_wrong"], run["groups"]))
-        assert run["eval_tokens"] == sorted(run["eval_tokens"]) and run["eval_tokens"][-1] == sum(run["tokens"]) > 0
-    # All arms of a seed start from the same saved policy, so they agree before the first step.
-    assert len({run["accuracy"][0] for run in runs.values()}) == 1
-    for name in ("dapo_dynamic_sampling", "dapo_skip"):
-        sampled = runs[name]
-        assert len(sampled["rounds"]) == generations and all(rounds >= 1 for rounds in sampled["rounds"])
-        # The probe's token count agrees with the package's own count of every round's completion tokens.
-        assert sum(sampled["tokens"]) == sum(sampled["ds_generated_tokens"])
-    assert runs["dapo"]["rounds"] == []
-
-    table = (output_dir / "variants.md").read_text()
-    for label in report["variants"].values():
-        assert f"| {label} |" in table
-    for effect in ("degenerate-group share rising", "wrong-answer length growth", "entropy collapse"):
-        assert f"**{effect}**" in table
-    for plot in COMPARE_PLOTS:
-        assert_png(output_dir / plot)
-        assert f"]({plot})" in table
-    return report
-
-
-@pytest.mark.slow
-def test_compare_variants_smoke_on_the_addition_task_in_two_workers(tmp_path):
-    run_module("variants.compare_variants", "--task", "addition", "--workers", "2", "--output_dir", str(tmp_path))
-    report = check_compare_variants_report(tmp_path)
-    assert report["levels"] == [0] and report["workers"] == 2
-
-
-@pytest.mark.slow
-def test_compare_variants_smoke_on_the_graded_task(tmp_path):
-    run_module("variants.compare_variants", "--workers", "1", "--output_dir", str(tmp_path))
-    report = check_compare_variants_report(tmp_path)
-    assert report["task"] == "graded" and report["levels"] == [1, 2, 3, 4, 5]
-    # The overall accuracy is the per-level accuracies weighted by each level's number of held-out problems.
-    counts = report["level_counts"]
-    for run in report["runs"]:
-        by_level = run["accuracy_by_level"]
-        for index, overall in enumerate(run["accuracy"]):
-            weighted = sum(by_level[level][index] * count for level, count in counts.items()) / sum(counts.values())
-            assert overall == pytest.approx(weighted, abs=1e-6)  # the JSON keeps 6 digits
-    table = (tmp_path / "variants.md").read_text()
-    assert all(f"final, level {level} ({count} problems)" in table for level, count in counts.items())
 
 
 @pytest.mark.slow
@@ -142,33 +66,15 @@ def test_overhead_smoke_from_a_local_model_dir(tmp_path):
 
 def test_use_vllm_puts_every_config_in_colocate_mode(tmp_path):
     shared = settings.training_kwargs(settings.SMOKE_SETTINGS, seed=0, use_vllm=True)
-    configs = [compare_variants.variant_trainer_and_config(name, str(tmp_path), shared)[1] for name in compare_variants.VARIANTS]
-    configs += [overhead.arm_trainer_and_config(name, str(tmp_path), shared)[1] for name in overhead.ARMS]
+    configs = [overhead.arm_trainer_and_config(name, str(tmp_path), shared)[1] for name in overhead.ARMS]
     for config in configs:
         assert config.use_vllm and config.vllm_mode == "colocate", type(config).__name__
 
 
 def test_settings_reject_a_batch_that_splits_a_group():
-    cli = compare_variants.parse_args(["--smoke", "--batch_size", "6", "--num_generations", "4"])
+    cli = overhead.parse_args(["--smoke", "--batch_size", "6", "--num_generations", "4"])
     with pytest.raises(ValueError, match="--batch_size=6 must be a multiple of --num_generations=4"):
         settings.resolve_settings(cli, settings.TaskSettings())
-
-
-def test_each_arm_gets_its_own_algorithm_settings_and_nothing_else(tmp_path):
-    shared = settings.training_kwargs(settings.TaskSettings(max_completion_length=24), seed=0, use_vllm=False)
-    configs = {name: compare_variants.variant_trainer_and_config(name, str(tmp_path), shared)
-               for name in compare_variants.VARIANTS}
-    grpo = configs["grpo"][1]
-    assert configs["grpo"][0].__name__ == "GRPOTrainer"
-    assert (grpo.loss_type, grpo.epsilon, grpo.beta, grpo.scale_rewards) == ("grpo", 0.2, 0.0, "group")
-    assert grpo.epsilon_high in (None, 0.2)  # symmetric clip
-    dapo_arms = {name: configs[name][1] for name in ("dapo", "dapo_dynamic_sampling", "dapo_skip")}
-    assert [config.dynamic_sampling for config in dapo_arms.values()] == [False, True, True]
-    assert [config.skip_degenerate_prompts for config in dapo_arms.values()] == [False, False, True]
-    assert {config.overlong_buffer_length for config in dapo_arms.values()} == {6}
-    assert type(configs["dr_grpo"][1]).__name__ == "DrGRPOConfig"
-    for _, config in configs.values():
-        assert (config.per_device_train_batch_size, config.max_completion_length, config.seed) == (32, 24, 0)
 
 
 @pytest.mark.slow
@@ -270,3 +176,16 @@ def test_exchange_simulation_moves_no_more_than_the_overflow_without_carrying(tm
                "2", "--steps", "3", "--output", str(output), smoke=False)  # fmt: skip
     text = output.read_text()
     assert "| 16 | 0.5 | on | 4 |" in text and "| 6 | 0.5 | off | 2 |" in text
+
+
+@pytest.mark.slow
+def test_generation_memory_smoke_measures_real_calls_and_sizes_them(tmp_path):
+    run_module("generation_memory.generation_memory", "--out", str(tmp_path))
+    report = json.loads((tmp_path / "generation_memory_smoke.json").read_text())
+    assert report["machine"] and len(report["results"]) == 2
+    for result in report["results"]:
+        # Real peaks were read, the plan was replayed for two rounds, and the largest fitting call was searched.
+        assert result["floor_peak_mib"] > 0 and len(result["chosen_rows"]) == len(result["chosen_peak_mib"]) == 2
+        assert all(rows >= result["floor_rows"] and rows % 8 == 0 for rows in result["chosen_rows"])
+        assert result["largest_fitting_rows"] > 0
+    assert (tmp_path / "generation_memory_smoke.md").read_text().startswith("# Generation memory")

@@ -69,7 +69,7 @@ def test_runs_reported_complete_start_no_process(tmp_path):
 
 
 def test_a_result_file_is_complete_only_when_it_says_so(tmp_path):
-    from benchmarks.real_model.real_model_recorder import is_complete, write_result
+    from benchmarks.study_harness.recorder import is_complete, write_result
 
     path = str(tmp_path / "a-seed0.json")
     assert not is_complete(path)
@@ -88,25 +88,3 @@ def test_no_run_starts_too_close_to_the_deadline_and_the_grid_says_which(tmp_pat
     assert exit_codes == {"a-seed0": 0}
     assert [entry["name"] for entry in journal_entries(journal)] == ["a-seed0"]
     assert "not started, the deadline is under 2 s away: a-seed1" in capsys.readouterr().out
-
-
-def test_a_run_judges_its_deadline_by_the_slowest_stretch_so_far():
-    from benchmarks.real_model.real_model_recorder import slowest_stretch_seconds
-
-    # Five slow steps then five fast ones: the last stretch alone would promise 5 s where 25 s were once needed.
-    assert slowest_stretch_seconds([1.0] * 5 + [5.0] * 5 + [1.0] * 5, steps_per_stretch=5) == 25.0
-    assert slowest_stretch_seconds([2.0, 4.0], steps_per_stretch=5) == 15.0  # fewer steps than a stretch: scaled up
-    with pytest.raises(ValueError, match="step_seconds is empty"):
-        slowest_stretch_seconds([], steps_per_stretch=5)
-    with pytest.raises(ValueError, match="steps_per_stretch must be at least 1, got 0"):
-        slowest_stretch_seconds([1.0], steps_per_stretch=0)
-
-
-def test_a_run_does_not_start_a_stretch_whose_estimate_ends_just_before_its_deadline():
-    from benchmarks.real_model.real_model_recorder import DEADLINE_MARGIN, would_end_past
-
-    # 100 s of estimated work, 110 s before the deadline: the estimate fits, but with no room for a slower stretch.
-    assert would_end_past(deadline=1110.0, now=1000.0, estimated_seconds=100.0)
-    assert not would_end_past(deadline=1000.0 + DEADLINE_MARGIN * 100.0 + 1.0, now=1000.0, estimated_seconds=100.0)
-    with pytest.raises(ValueError, match="estimated_seconds must be at least 0, got -1"):
-        would_end_past(deadline=0.0, now=0.0, estimated_seconds=-1.0)

@@ -4,30 +4,21 @@ under a budget (method: benchmarks/generation_memory/README.md).
     python -m benchmarks.generation_memory.generation_memory [--smoke] [--out DIR]
 """
 
+import argparse
+import gc
+import json
 import os
+import platform
+import sys
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-# Freed tensors go back to the system (before torch allocates anything), so the high-water mark reads one call.
-os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
-if os.environ["MALLOC_MMAP_THRESHOLD_"] != "65536" or "_GENERATION_MEMORY_CHILD" not in os.environ:
-    # glibc reads the variable at start-up: run again with it set.
-    import sys
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
-    os.environ.update(MALLOC_MMAP_THRESHOLD_="65536", _GENERATION_MEMORY_CHILD="1")
-    os.execv(sys.executable, [sys.executable, "-m", "benchmarks.generation_memory.generation_memory", *sys.argv[1:]])
-
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-from contextlib import nullcontext  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import torch  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
-
-from trl_variants.dynamic_sampling.generation_memory import CallPeak, call_rows  # noqa: E402
-from trl_variants.machine import cpu_model  # noqa: E402
+from trl_variants.dynamic_sampling.generation_memory import CallPeak, call_rows
+from trl_variants.machine import cpu_model
 
 UNIT = 8  # completions per group
 FLOOR = 16  # rows of one generation batch: GRPOTrainer's call
@@ -157,7 +148,16 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def with_mmap_threshold() -> None:
+    """Runs this command again with `MALLOC_MMAP_THRESHOLD_=65536`, which glibc reads at start-up only: freed
+    tensors then go back to the system, so that the high-water mark reads one call."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") != "65536":
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
+        os.execv(sys.executable, [sys.executable, "-m", "benchmarks.generation_memory.generation_memory", *sys.argv[1:]])
+
+
 def main() -> None:
+    with_mmap_threshold()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="two tiny shapes: checks the script works")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")

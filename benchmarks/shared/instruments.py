@@ -1,5 +1,5 @@
-"""Instruments wrapped around a trainer: step times (`StepTimer`), generated completion tokens
-(`GenerationCounter`), time per named phase (`PhaseTimer`) and peak memory (`PeakMemory`)."""
+"""Instruments wrapped around a trainer: step times (`StepTimer`), time per named phase (`PhaseTimer`) and peak
+memory (`PeakMemory`)."""
 
 import ctypes
 import functools
@@ -35,28 +35,6 @@ class StepTimer(TrainerCallback):
         synchronize()
         self.durations.append(time.perf_counter() - self._start)
         self.cpu_durations.append(time.process_time() - self._cpu_start)
-
-
-class GenerationCounter:
-    """Counts the completion tokens a trainer really generates, by wrapping its `_generate_single_turn` on the
-    instance: every sampling call goes through it (transformers or vLLM), while dynamic sampling's replay of
-    already generated completions does not."""
-
-    def __init__(self, trainer):
-        self.tokens = 0
-        self.completions = 0
-        self.calls = 0
-        original = trainer._generate_single_turn
-
-        @functools.wraps(original)
-        def counted(*args, **kwargs):
-            completion_ids, logprobs = original(*args, **kwargs)
-            self.calls += 1
-            self.completions += len(completion_ids)
-            self.tokens += sum(len(ids) for ids in completion_ids)
-            return completion_ids, logprobs
-
-        trainer._generate_single_turn = counted
 
 
 class PhaseTimer:

@@ -12,9 +12,6 @@ import transformers
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # `DAPOTrainer` exactly as the paper publishes it: both of dynamic sampling's savings off (they are on by default).
 DAPO_AS_PUBLISHED = {"skip_degenerate_prompts": False, "dynamic_sampling_carry_surplus": False}
-# Naive GRPO on TRL's `GRPOConfig`: the original objective, with a sequence-mean loss, a symmetric clip and
-# std-normalised group advantages.
-NAIVE_GRPO = {"loss_type": "grpo", "epsilon": 0.2, "epsilon_high": None, "scale_rewards": "group"}
 # The soft overlong punishment's buffer, as a share of the length limit (DAPO: 4096 of 20480 tokens).
 OVERLONG_BUFFER_SHARE = 0.25
 

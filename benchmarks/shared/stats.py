@@ -1,5 +1,5 @@
-"""Pure statistics of the variant comparison: intervals over seeds, steps to a target, degenerate-group counts and
-trend slopes. No torch, no trainers: everything here is unit-tested on hand-made numbers."""
+"""Pure statistics the benchmarks share: means over seeds with their t-intervals, and degenerate-group counts. No
+trainers: everything here is unit-tested on hand-made numbers."""
 
 import math
 import statistics
@@ -51,11 +51,6 @@ def t_interval(values, confidence: float = 0.95) -> Interval:
     return Interval(mean, mean - half_width, mean + half_width, len(values))
 
 
-def first_reaching(xs, accuracies, target: float):
-    """The first x (step or generated tokens) at which the evaluated accuracy is >= target; None if never."""
-    return next((x for x, accuracy in zip(xs, accuracies, strict=True) if accuracy >= target), None)
-
-
 @dataclass(frozen=True)
 class GroupOutcomes:
     """Degenerate groups among the groups of one reward call."""
@@ -79,26 +74,3 @@ def count_group_outcomes(prompts: list, correct: list[bool], group_size: int) ->
         all_correct += all(group)
         all_wrong += not any(group)
     return GroupOutcomes(len(correct) // group_size, all_correct, all_wrong)
-
-
-def slope(xs, ys) -> float:
-    """Least-squares slope of ys on xs (NaN pairs dropped); NaN with fewer than 2 distinct xs."""
-    pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None and not math.isnan(y)]
-    if len({x for x, _ in pairs}) < 2:
-        return math.nan
-    mean_x = statistics.fmean(x for x, _ in pairs)
-    mean_y = statistics.fmean(y for _, y in pairs)
-    numerator = sum((x - mean_x) * (y - mean_y) for x, y in pairs)
-    return numerator / sum((x - mean_x) ** 2 for x, _ in pairs)
-
-
-def binned_means(steps, values, num_steps: int, bins: int) -> list[float]:
-    """Means of `values` in `bins` equal runs of optimizer steps 0..num_steps-1 (NaN for an empty bin)."""
-    sums, counts = [0.0] * bins, [0] * bins
-    for step, value in zip(steps, values, strict=True):
-        if value is None or math.isnan(value):
-            continue
-        index = min(bins - 1, int(step * bins / max(num_steps, 1)))
-        sums[index] += value
-        counts[index] += 1
-    return [total / count if count else math.nan for total, count in zip(sums, counts, strict=True)]

@@ -1,5 +1,5 @@
-"""The toy tasks the variant comparison, the defaults benchmark and the dynamic-sampling benchmark train on, behind
-one interface with difficulty levels, and the callback that evaluates them during training (`Evaluator`).
+"""The toy tasks the dynamic-sampling benchmark trains on (and the frozen variant comparison and defaults benchmark
+trained on), behind one interface with difficulty levels.
 
 - `graded`: `trl_variants.toy.graded.make_graded_task`, problems of several difficulty levels whose completions
   (optional working, a marker, the answer) can reach the length limit.
@@ -18,8 +18,6 @@ import torch
 
 from trl_variants.toy import make_toy_task
 
-from .instruments import StepTimer
-from .outcome_probe import OutcomeProbe
 
 TASKS = ("graded", "addition")
 # A setting left at this value takes the task's own default (the graded task fixes its warm start and length).
@@ -109,30 +107,3 @@ def load_warm_task(name: str, seed: int, settings, path: str) -> LevelledTask:
 
 def warm_weights_path(scratch_dir: str, seed: int) -> str:
     return os.path.join(scratch_dir, f"warm_policy_seed{seed}.pt")
-
-
-class Evaluator(StepTimer):
-    """Times each step; before the first step, every `eval_every` steps and after the last it records greedy
-    held-out accuracy per level and the completion tokens generated so far (evaluation is not in the step time)."""
-
-    def __init__(self, task: LevelledTask, probe: OutcomeProbe, eval_every: int):
-        super().__init__()
-        self.task, self.probe, self.eval_every = task, probe, eval_every
-        self.steps, self.accuracy, self.tokens = [], [], []
-        self.by_level = {level: [] for level in task.levels}
-
-    def _evaluate(self, step: int, model) -> None:
-        by_level = self.task.accuracy_by_level(model)
-        self.steps.append(step)
-        self.accuracy.append(self.task.overall_accuracy(by_level))
-        self.tokens.append(sum(row["tokens"] for row in self.probe.per_step.values()))
-        for level in self.task.levels:
-            self.by_level[level].append(by_level[level])
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._evaluate(0, model)
-
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        super().on_step_end(args, state, control, **kwargs)
-        if state.global_step % self.eval_every == 0 or state.global_step == args.max_steps:
-            self._evaluate(state.global_step, model)

@@ -75,7 +75,7 @@ class DAPOConfig(GRPOConfig):
             Their policy ratio is logged (`dynamic_sampling/carried_ratio_mean`, `_max`). `True` needs one of
             `gradient_accumulation_steps` and `steps_per_generation * num_iterations` to be a multiple of the other
             and a text-only model. `None`: on wherever it is supported, otherwise off with a log line saying why. On by
-            default because in the real-model study (docs/results/real_model_study.md) carrying alone passed a
+            default because in the real-model study (docs/results/real_model_study/report.md) carrying alone passed a
             non-inferiority test against DAPO as published, with a margin of 0.035 of held-out pass rate per step
             (one task, one pool of 17 training problems, about 62 % realised power, clip-higher inactive), for less
             than half its generation per informative trained row; with `skip_degenerate_prompts=False` (the default), `False` is
@@ -93,7 +93,7 @@ class DAPOConfig(GRPOConfig):
             `use_transformers_continuous_batching`, which schedule their own batches.
         skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts predicted to
             give a degenerate group (all correct or all wrong) and replace them by other prompts. `True` needs
-            `dynamic_sampling=True`. Off by default: the real-model study (docs/results/real_model_study.md) could
+            `dynamic_sampling=True`. Off by default: the real-model study (docs/results/real_model_study/report.md) could
             not show that skipping with carrying loses less than 0.035 of held-out pass rate per step against DAPO
             as published, and carrying alone saved as much generation per informative trained row there. With
             `dynamic_sampling_carry_surplus=False` too, this is DAPO exactly as published. See

@@ -1,0 +1,206 @@
+"""A study's comparisons as pure functions of its result files' records: each arm's score at a token budget
+(interpolated between its readings on both sides, budgets.py) or after the fixed step, paired (same-seed)
+differences between arms with their 95 % t-interval, non-inferiority or detection, the realised spread and power,
+and generation per informative trained row. No model and no trainer.
+
+A record is one (arm, seed) result file as the runner writes it; `runs` maps arm -> seed -> record.
+"""
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from scipy import optimize, stats
+
+from benchmarks.shared.stats import Interval, t_interval
+
+from .budgets import interpolate
+
+TARGET_POWER = 0.8
+CONFIDENCE = 0.95
+MEASURES = ("greedy", "sampled")  # greedy accuracy and the sampled pass rate of the held-out set
+
+
+# Power of a paired t-interval over seeds (noncentral t).
+
+def noninferiority_power(margin: float, sd: float, seeds: int, true_difference: float = 0.0) -> float:
+    """Probability that the lower end of the two-sided t-interval of the mean of `seeds` paired differences
+    (spread `sd`, mean `true_difference`) lies above -`margin`."""
+    if seeds < 2 or sd <= 0:
+        raise ValueError(f"noninferiority_power: seeds={seeds} (>= 2) and sd={sd} (> 0) required.")
+    critical = stats.t.ppf((1 + CONFIDENCE) / 2, seeds - 1)
+    return float(stats.nct.sf(critical, seeds - 1, (true_difference + margin) * math.sqrt(seeds) / sd))
+
+
+def detection_power(difference: float, sd: float, seeds: int) -> float:
+    """Probability that the two-sided t-interval of the mean of `seeds` paired differences excludes zero when the
+    true difference is `difference`."""
+    if seeds < 2 or sd <= 0:
+        raise ValueError(f"detection_power: seeds={seeds} (>= 2) and sd={sd} (> 0) required.")
+    critical = stats.t.ppf((1 + CONFIDENCE) / 2, seeds - 1)
+    noncentrality = difference * math.sqrt(seeds) / sd
+    # The lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf returns NaN far in its tail.
+    return float(stats.nct.sf(critical, seeds - 1, noncentrality) + stats.nct.sf(critical, seeds - 1, -noncentrality))
+
+
+def _root(function, sd: float) -> float:
+    high = sd
+    while function(high) < 0:
+        high *= 2
+    return float(optimize.brentq(function, 1e-9, high))
+
+
+def smallest_margin(sd: float, seeds: int, power: float = TARGET_POWER) -> float:
+    """The margin `noninferiority_power` reaches with `power` at a true difference of 0."""
+    return _root(lambda margin: noninferiority_power(margin, sd, seeds) - power, sd)
+
+
+def smallest_detectable(sd: float, seeds: int, power: float = TARGET_POWER) -> float:
+    """The difference `detection_power` detects with `power`."""
+    return _root(lambda difference: detection_power(difference, sd, seeds) - power, sd)
+
+
+def seeds_needed(margin: float, sd: float, power: float = TARGET_POWER, most: int = 200) -> int | None:
+    """The fewest seeds at which `noninferiority_power(margin, sd, seeds)` reaches `power` (None beyond `most`)."""
+    return next((seeds for seeds in range(2, most + 1) if noninferiority_power(margin, sd, seeds) >= power), None)
+
+
+# Reading a run.
+
+def score(evaluation: dict, measure: str = "greedy") -> float:
+    if measure not in MEASURES:
+        raise ValueError(f"score: measure={measure!r}; expected one of {MEASURES}.")
+    return evaluation[measure]["pass_rate"]
+
+
+def readings(record: dict, budget: int) -> tuple[dict, dict | None]:
+    """The run's (below, above) evaluations at `budget` (above None when below is exactly at it)."""
+    sides = {point["side"]: point for point in record["evaluations"]
+             if point["kind"] == "budget" and point["budget"] == budget}
+    if "below" not in sides or ("above" not in sides and sides["below"]["tokens"] != budget):
+        raise ValueError(f"readings: the run {record['arm']}-seed{record['seed']} was not read on both sides of "
+                         f"{budget} tokens.")
+    return sides["below"], sides.get("above")
+
+
+def at_budget(budget: int, measure: str = "greedy"):
+    """The summary "the run's `measure` at exactly `budget` tokens", interpolated in tokens."""
+    def summary(record):
+        below, above = readings(record, budget)
+        return interpolate(budget, (below["tokens"], score(below, measure)),
+                           None if above is None else (above["tokens"], score(above, measure)))
+    return summary
+
+
+def over_budgets(measure: str = "greedy"):
+    """The mean over the run's token budgets of its interpolated `measure`."""
+    return lambda record: statistics.fmean(at_budget(b, measure)(record) for b in record["settings"]["token_budgets"])
+
+
+def at_fixed_step(measure: str = "greedy"):
+    def summary(record):
+        point = next((p for p in record["evaluations"] if p["kind"] == "fixed_step"), None)
+        if point is None:
+            raise ValueError(f"at_fixed_step: the run {record['arm']}-seed{record['seed']} has no fixed-step point.")
+        return score(point, measure)
+    return summary
+
+
+def generation_per_informative_row(record: dict) -> float:
+    """Completions generated (every round, dropped and carried groups included) by the batches before the last
+    budget's reading below, over the rows those batches trained with a nonzero advantage: dynamic sampling's kept
+    groups (logged at each batch's first step), or for `GRPOTrainer`, which trains every group it generates, the
+    groups whose rewards differ."""
+    last = readings(record, record["settings"]["token_budgets"][-1])[0]["step"]
+    generated = sum(counts["completions"] for at, counts in record["probe"].items() if int(at) < last)
+    kept = record["logged"].get("dynamic_sampling/kept_groups")
+    if kept is None:
+        groups = sum(counts["groups"] - counts["equal_score_groups"]
+                     for at, counts in record["probe"].items() if int(at) < last)
+    else:
+        groups = sum(value for at, value in kept.items() if int(at) <= last)
+    rows = groups * record["settings"]["num_generations"]
+    return generated / rows if rows else math.inf
+
+
+
+
+# Comparisons.
+
+def complete_seeds(runs: dict, arms) -> list[int]:
+    """Seeds for which every arm in `arms` has a complete run."""
+    seed_sets = [{seed for seed, record in runs.get(arm, {}).items() if record["complete"]} for arm in arms]
+    return sorted(set.intersection(*seed_sets)) if seed_sets else []
+
+
+def paired_differences(runs: dict, arm: str, other: str, summary) -> list[float]:
+    """summary(arm's run) - summary(other's run), per seed that both completed, in seed order."""
+    return [summary(runs[arm][seed]) - summary(runs[other][seed]) for seed in complete_seeds(runs, (arm, other))]
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    """One comparison fixed in advance: `arm` - `other` at equal tokens ("tokens", the mean over budgets), after the
+    fixed step ("fixed_step") or in generated completions per informative row ("generation"). `test` is
+    "non-inferiority" at `threshold` (the margin) or "detection" (`threshold`: the difference it was sized for)."""
+
+    name: str
+    arm: str
+    other: str
+    at: str
+    test: str
+    threshold: float
+    planned_sd: float = math.nan
+
+
+@dataclass(frozen=True)
+class Comparison:
+    spec: ComparisonSpec
+    measure: str
+    differences: tuple
+    interval: Interval
+
+    @property
+    def realised_sd(self) -> float:
+        return statistics.stdev(self.differences) if len(self.differences) >= 2 else math.nan
+
+    def realised_threshold(self) -> float:
+        """The margin (non-inferiority) or difference (detection) the realised spread reaches with 80 % power."""
+        sd, seeds = self.realised_sd, len(self.differences)
+        if math.isnan(sd) or sd == 0:
+            return math.nan
+        return (smallest_margin if self.spec.test == "non-inferiority" else smallest_detectable)(sd, seeds)
+
+    def realised_power(self) -> float:
+        """The power the realised spread gives at the planned threshold at this many seeds."""
+        sd, seeds = self.realised_sd, len(self.differences)
+        if math.isnan(sd) or sd == 0 or math.isnan(self.spec.threshold):
+            return math.nan
+        if self.spec.test == "non-inferiority":
+            return noninferiority_power(self.spec.threshold, sd, seeds)
+        return detection_power(self.spec.threshold, sd, seeds)
+
+    def passes(self) -> bool:
+        """Non-inferiority: the interval's lower end above -threshold. Detection: the interval excludes 0."""
+        if self.spec.test == "non-inferiority":
+            return not math.isnan(self.interval.low) and self.interval.low > -self.spec.threshold
+        return self.interval.excludes_zero()
+
+    def verdict(self) -> str:
+        if self.interval.n < 2:
+            return "too few seeds"
+        if self.spec.test == "non-inferiority":
+            return (f"non-inferior at {self.spec.threshold:.3f}" if self.passes()
+                    else f"non-inferiority at {self.spec.threshold:.3f} not shown")
+        return "difference" if self.passes() else \
+            f"no difference detected (80 % power at {self.realised_threshold():.3f})"
+
+
+def compare(runs: dict, spec: ComparisonSpec, measure: str = "greedy") -> Comparison:
+    summaries = {"tokens": over_budgets(measure), "fixed_step": at_fixed_step(measure),
+                 "generation": generation_per_informative_row}
+    if spec.at not in summaries:
+        raise ValueError(f"compare: at={spec.at!r}; expected 'tokens', 'fixed_step' or 'generation'.")
+    summary = summaries[spec.at]
+    differences = tuple(paired_differences(runs, spec.arm, spec.other, summary))
+    return Comparison(spec, measure, differences, t_interval(differences))

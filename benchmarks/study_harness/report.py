@@ -1,0 +1,104 @@
+"""A study's report from its result files: every complete run's readings, the comparisons fixed in advance with
+their intervals (interim until every seed is in), the realised spread and power, and the tokens at which each arm
+was read on each side of each budget."""
+
+import glob
+import math
+import os
+import statistics
+
+from benchmarks.shared.output import markdown_table
+
+from . import analysis
+from .recorder import read_result
+
+
+def load_grid(runs_dir: str) -> dict:
+    """arm -> seed -> record, for every complete result file in `runs_dir`."""
+    runs: dict = {}
+    for path in sorted(glob.glob(os.path.join(runs_dir, "*-seed*.json"))):
+        record = read_result(path)
+        if record["complete"]:
+            runs.setdefault(record["arm"], {})[record["seed"]] = record
+    return runs
+
+
+def run_rows(study, runs: dict) -> list[list[str]]:
+    rows = []
+    for seed in study.seeds:
+        for arm in study.arms:
+            record = runs.get(arm, {}).get(seed)
+            if record is None:
+                continue
+            budgets = record["settings"]["token_budgets"]
+            sides = [analysis.readings(record, budget) for budget in budgets]
+            read = " / ".join(f"{below['tokens']:,}-{'' if above is None else format(above['tokens'], ',')}"
+                              for below, above in sides)
+            scores = [f"{analysis.at_budget(budget, measure)(record):.3f}" for budget in budgets
+                      for measure in analysis.MEASURES]
+            fixed = [f"{analysis.at_fixed_step(measure)(record):.3f}" for measure in analysis.MEASURES] \
+                if record["settings"]["fixed_step"] else ["-", "-"]
+            rows.append([f"`{arm}-seed{seed}`", read, " / ".join(scores), " / ".join(fixed), str(record["max_visits"])])
+    return rows
+
+
+def comparison_rows(study, runs: dict) -> list[list[str]]:
+    rows = []
+    for spec in study.comparisons:
+        greedy = analysis.compare(runs, spec, "greedy")
+        sampled = "-" if spec.at == "generation" else analysis.compare(runs, spec, "sampled").interval.text()
+        power, reached = greedy.realised_power(), greedy.realised_threshold()
+        rows.append([spec.name, str(greedy.interval.n), greedy.interval.text(2 if spec.at == "generation" else 3),
+                     greedy.verdict(), sampled, "n/a" if math.isnan(greedy.realised_sd) else f"{greedy.realised_sd:.4f}",
+                     "n/a" if math.isnan(reached) else f"{reached:.3f}", "n/a" if math.isnan(power) else f"{power:.0%}"])
+    return rows
+
+
+def token_rows(study, runs: dict) -> list[list[str]]:
+    rows = []
+    for arm in study.arms:
+        records = [runs[arm][seed] for seed in analysis.complete_seeds(runs, (arm,))]
+        for budget in records[0]["settings"]["token_budgets"] if records else ():
+            pairs = [analysis.readings(record, budget) for record in records]
+            below = [b["tokens"] for b, _ in pairs]
+            above = [a["tokens"] for _, a in pairs if a is not None]
+            rows.append([f"`{arm}`", f"{budget:,}", f"{statistics.fmean(below):,.0f} ({min(below):,}-{max(below):,})",
+                         f"{statistics.fmean(above):,.0f} ({min(above):,}-{max(above):,})" if above else "-"])
+    return rows
+
+
+def report(study, runs_dir: str) -> str:
+    """The report's Markdown, from the complete runs in `runs_dir` and the step-0 evaluation beside them."""
+    runs = load_grid(runs_dir)
+    complete = analysis.complete_seeds(runs, tuple(study.arms))
+    step0 = read_result(os.path.join(runs_dir, "step0.json"))
+    done = sum(len(seeds) for seeds in runs.values())
+    lines = [f"# {study.name}: report", "",
+             f"Complete runs: {done} of {len(study.arms) * len(study.seeds)}; seeds with every arm: "
+             f"{', '.join(map(str, complete)) or 'none'}.", ""]
+    if step0 is not None:
+        lines += [f"Step 0: greedy accuracy {step0['greedy']['pass_rate']:.3f}, sampled pass rate "
+                  f"{step0['sampled']['pass_rate']:.3f} on {step0['greedy']['prompts']} held-out problems.", ""]
+    if not runs:
+        return "\n".join(lines)
+    machines = sorted({record["machine"] for seeds in runs.values() for record in seeds.values()})
+    interim = len(complete) < len(study.seeds)
+    lines += ["## Runs", "",
+              "Each budget is read on both sides (the generation-batch boundaries below and above it) and the score "
+              "at the budget is interpolated linearly in tokens; per budget greedy / sampled, then the fixed step.",
+              "", markdown_table(["run", "tokens read at each budget", "at each budget", "fixed step",
+                                  "most visits of a problem"], run_rows(study, runs)), "",
+              "## Comparisons fixed in advance" + (f" (interim: {len(complete)} of {len(study.seeds)} seeds; "
+                                                    "nothing is decided)" if interim else ""), "",
+              "Paired (same-seed) differences, mean and two-sided 95 % Student-t interval over seeds; the realised "
+              "SD, the margin or difference it reaches with 80 % power, and the power at the planned one.", "",
+              markdown_table(["comparison", "seeds", "greedy accuracy", "result", "sampled pass rate", "realised SD",
+                              "80 % power at", "power at the planned"], comparison_rows(study, runs)), "",
+              "## Tokens at each reading", "",
+              "Generated completion tokens at the boundary read below and above each budget, mean (min-max).", "",
+              markdown_table(["arm", "budget", "below", "above"], token_rows(study, runs)), "",
+              f"Machine: {'; '.join(machines)}.", ""]
+    if study.decide is not None and not interim:
+        found = {spec.name: analysis.compare(runs, spec) for spec in study.comparisons}
+        lines += ["## Decision", "", *(f"- {line}" for line in study.decide(found)), ""]
+    return "\n".join(lines)

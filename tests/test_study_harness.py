@@ -1,0 +1,271 @@
+"""The real-model study harness without a model: budgets read on both sides and interpolated in tokens, the
+recorder driven as the trainer drives it, the problem split, the paired analysis and its power, and the report."""
+
+import json
+import math
+import types
+
+import pytest
+
+from benchmarks.shared.outcome_probe import OutcomeProbe
+from benchmarks.study_harness import analysis, budgets, problems, recorder
+from benchmarks.study_harness.study import Settings
+from trl_variants.real.evaluation import PassRate
+
+# Budgets and interpolation.
+
+
+def test_budgets_must_be_strictly_increasing_positive_integers():
+    assert budgets.check_budgets([10, 20]) == (10, 20)
+    for bad in ([], [0], [20, 10], [10, 10], [1.5]):
+        with pytest.raises(ValueError, match="strictly increasing positive integers"):
+            budgets.check_budgets(bad)
+
+
+def test_a_budget_is_read_below_when_passed_and_above_at_the_next_boundary():
+    # The batch generated at the boundary with 40 tokens passes 50: read below now, on the boundary's weights.
+    assert budgets.readings_due((50, 100), {}, 40, 80) == [(50, "below")]
+    # The next boundary (80 tokens) is above 50: read above there.
+    assert budgets.readings_due((50, 100), {50: {"below": 40}}, 80, 90) == [(50, "above")]
+    # One batch passing two budgets: both read below at its boundary, both above at the next.
+    assert budgets.readings_due((50, 60), {}, 40, 70) == [(50, "below"), (60, "below")]
+    assert budgets.readings_due((50, 60), {50: {"below": 40}, 60: {"below": 40}}, 70, 70) == [
+        (50, "above"), (60, "above")]
+    # A reading below exactly at the budget needs none above.
+    assert budgets.readings_due((50,), {50: {"below": 50}}, 90, 95) == []
+    assert not budgets.needs_above(50, 50) and budgets.needs_above(50, 49)
+
+
+def test_a_budget_passed_without_its_reading_below_is_an_error():
+    with pytest.raises(ValueError, match="budget 50 was passed before the boundary at 60 tokens"):
+        budgets.readings_due((50,), {}, 60, 70)
+    with pytest.raises(ValueError, match="tokens_at_boundary=80, tokens_generated=70"):
+        budgets.readings_due((50,), {}, 80, 70)
+
+
+def test_every_budget_read_on_both_sides_or_exactly():
+    read = [{"budget": 50, "side": "below", "tokens": 40}]
+    assert not budgets.budgets_read((50,), read)
+    assert budgets.budgets_read((50,), [*read, {"budget": 50, "side": "above", "tokens": 80}])
+    assert budgets.budgets_read((50,), [{"budget": 50, "side": "below", "tokens": 50}])
+
+
+def test_interpolation_is_linear_in_tokens_between_the_two_readings():
+    assert budgets.interpolate(50, (40, 0.2), (80, 0.6)) == pytest.approx(0.3)
+    assert budgets.interpolate(50, (50, 0.2), None) == 0.2
+    with pytest.raises(ValueError, match="expected below <= budget < above"):
+        budgets.interpolate(50, (40, 0.2), None)
+    with pytest.raises(ValueError, match="expected below <= budget < above"):
+        budgets.interpolate(50, (40, 0.2), (45, 0.6))
+
+
+def test_each_evaluation_point_has_its_own_generator_seed():
+    assert [budgets.point_seed((4_000, 8_000), "step0"), budgets.point_seed((4_000, 8_000), "budget", 0),
+            budgets.point_seed((4_000, 8_000), "budget", 1), budgets.point_seed((4_000, 8_000), "fixed_step")] == [
+        10_000, 10_001, 10_002, 10_003]
+    with pytest.raises(ValueError, match="budget_index=2"):
+        budgets.point_seed((4_000, 8_000), "budget", 2)
+    with pytest.raises(ValueError, match="kind='step 12'"):
+        budgets.point_seed((4_000,), "step 12")
+
+
+# The recorder, driven as the trainer drives it.
+
+
+def pass_rate(seed: int, greedy: bool) -> PassRate:
+    return PassRate(pass_rate=seed / 100_000, mean_score=0.0, prompts=2, samples_per_prompt=1, per_prompt=[0, 1],
+                    always_right=1, always_wrong=1, mean_completion_tokens=5.0, truncated_fraction=0.0,
+                    greedy=greedy, seconds=0.0)
+
+
+class Run:
+    """A BudgetRecorder driven as the trainer drives it: generation rounds (each a reward call), then steps."""
+
+    def __init__(self, tmp_path, settings):
+        self.calls = []
+
+        def evaluate(model, seed, greedy):
+            self.calls.append((seed, greedy))
+            return pass_rate(seed, greedy)
+
+        def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
+            return [1.0 if index % 2 else 0.0 for index, _ in enumerate(completions)]
+
+        self.probe = OutcomeProbe(reward, 2, passed=lambda value: value >= 1.0, group_key="reasoning_gym_index")
+        self.path = tmp_path / "run.json"
+        self.recorder = recorder.BudgetRecorder(str(self.path), {"arm": "grpo"}, {"commit": "x"}, self.probe,
+                                                settings, ("clip_ratio/high_mean",), evaluate)
+        self.reward = self.recorder.wrap_reward(self.probe.reward_func)
+        self.state = types.SimpleNamespace(global_step=0)
+        self.control = types.SimpleNamespace(should_training_stop=False)
+        self.recorder.on_train_begin(None, self.state, self.control, model="model")
+
+    def generate(self, tokens_each: int, completions: int = 4, problem: int = 7):
+        ids = [[0] * tokens_each] * completions
+        self.reward(prompts=["p"] * completions, completions=["c"] * completions, completion_ids=ids,
+                    trainer_state=self.state, reasoning_gym_index=[problem] * completions)
+
+    def steps(self, count: int, high: float = 0.1):
+        for _ in range(count):
+            self.recorder.on_step_begin(None, self.state, self.control)
+            self.state.global_step += 1
+            self.recorder.on_step_end(None, self.state, self.control)
+            self.recorder.on_log(None, self.state, self.control, logs={"clip_ratio/high_mean": high, "loss": 1.0})
+
+    def points(self):
+        return [(p["kind"], p.get("budget"), p.get("side"), p["step"], p["tokens"])
+                for p in self.recorder.record["evaluations"]]
+
+
+def test_a_budget_is_read_on_the_boundaries_on_both_sides_of_it(tmp_path):
+    run = Run(tmp_path, Settings(token_budgets=(50,), fixed_step=4, steps_per_generation=2))
+    run.generate(10)  # 40 tokens by the batch at boundary 0
+    run.steps(2)
+    run.generate(10)  # 80: passes 50 while the weights are still step 2's (40 tokens): read below
+    assert run.points() == [("budget", 50, "below", 2, 40)]
+    assert run.calls == [(10_001, True), (10_001, False)]
+    run.steps(2)  # step 4: the fixed step
+    assert run.points()[-1] == ("fixed_step", None, None, 4, 80) and not run.control.should_training_stop
+    with pytest.raises(recorder.RunComplete):
+        run.generate(10)  # the next batch, on step 4's weights (80 tokens): read above; the greedy result is reused
+    assert run.points()[-1] == ("budget", 50, "above", 4, 80)
+    assert run.calls[2:] == [(10_002, True), (10_002, False), (10_001, False)]
+    record = run.recorder.finish()
+    assert record["complete"] and record["max_visits"] == 6  # 3 batches x 4 completions / 2 per group of problem 7
+    assert json.loads(run.path.read_text())["logged"]["clip_ratio/high_mean"] == {str(s): 0.1 for s in range(1, 5)}
+    assert record["attempts"] == [{"commit": "x"}]
+    # Greedy below 0.10001 (seed 10,001) at 40 tokens, above 0.10002 (step 4's, reused) at 80: a quarter of the way.
+    assert analysis.at_budget(50)(record) == pytest.approx(0.10001 + 0.00001 * 0.25)
+
+
+def test_a_run_whose_boundary_lands_on_the_budget_needs_no_reading_above(tmp_path):
+    run = Run(tmp_path, Settings(token_budgets=(40,), fixed_step=2, steps_per_generation=2))
+    run.generate(10)  # exactly 40
+    run.steps(2)
+    with pytest.raises(recorder.RunComplete):
+        run.generate(10)
+    assert run.points() == [("fixed_step", None, None, 2, 40), ("budget", 40, "below", 2, 40)]
+
+
+def test_a_record_cut_to_a_checkpoint_keeps_what_the_checkpoint_knew():
+    record = {"complete": False, "step_cpu_seconds": [1.0] * 9, "step_seconds": [2.0] * 9,
+              "evaluations": [{"kind": "budget", "step": 4}, {"kind": "fixed_step", "step": 8},
+                              {"kind": "budget", "step": 8}],
+              "probe": {"0": {}, "4": {}, "8": {}}, "logged": {"k": {"4": 1, "8": 2, "9": 3}}}
+    cut = recorder.truncate_to_checkpoint(record, 8)
+    # The fixed step 8 ran before checkpoint 8 was written; the reading at boundary 8 came after it.
+    assert cut["evaluations"] == record["evaluations"][:2]
+    assert cut["probe"] == {"0": {}, "4": {}} and cut["logged"] == {"k": {"4": 1, "8": 2}}
+    assert len(cut["step_cpu_seconds"]) == len(cut["step_seconds"]) == 8
+
+
+def test_max_visits_sums_a_problems_groups_over_steps():
+    assert recorder.max_visits({"0": {"groups_of/3": 2, "groups_of/5": 1, "tokens": 9}, "4": {"groups_of/5": 2}}) == 3
+    assert recorder.max_visits({}) == 0
+
+
+# The problem split.
+
+
+def test_blocks_follow_the_first_occurrence_of_each_key_and_skip_repeats_and_exclusions():
+    keys = ["a", "b", "a", "x", "c", "d", "b", "e", "f", "g"]
+    held_out, seeds = problems.disjoint_split(keys, held_out=2, per_seed=2, seeds=2, exclude={"x"})
+    assert held_out == [0, 1] and seeds == [[4, 5], [7, 8]]
+    problems.check_disjoint(keys, held_out, seeds)
+    with pytest.raises(ValueError, match="holds 3 distinct problems .* need 5"):
+        problems.disjoint_split(["a", "b", "c", "a"], held_out=1, per_seed=2, seeds=2)
+    with pytest.raises(ValueError, match="seed 1's problem b is also in seed 0's training problems"):
+        problems.check_disjoint(list("abcdefgh"), held_out=[7], per_seed=[[0, 1, 2], [1, 2, 3]])
+
+
+def test_the_canonical_form_ignores_term_order_and_refuses_mixed_operators():
+    assert problems.canonical_form("25 + 37") == problems.canonical_form("37 + 25")
+    assert problems.canonical_form("7 - 3 + 2") == problems.canonical_form("2 + 7 - 3") == ((-1, 3), (1, 2), (1, 7))
+    assert problems.canonical_form("5 + 0") == problems.canonical_form("5 - 0")
+    with pytest.raises(ValueError, match="mixes"):
+        problems.canonical_form("4 + 0 * 0")
+
+
+# The analysis.
+
+
+def record(arm, seed, below, above, fixed, kept=None, completions=64):
+    """A complete run read at 40 tokens (below, score `below`) and 80 (above) around the budget 50."""
+    evaluations = [{"kind": "budget", "budget": 50, "side": "below", "step": 4, "tokens": 40,
+                    "greedy": {"pass_rate": below}, "sampled": {"pass_rate": below}},
+                   {"kind": "budget", "budget": 50, "side": "above", "step": 8, "tokens": 80,
+                    "greedy": {"pass_rate": above}, "sampled": {"pass_rate": above}},
+                   {"kind": "fixed_step", "step": 8, "tokens": 80, "greedy": {"pass_rate": fixed},
+                    "sampled": {"pass_rate": fixed}}]
+    return {"arm": arm, "seed": seed, "complete": True, "evaluations": evaluations,
+            "settings": {"token_budgets": [50], "num_generations": 8, "fixed_step": 8},
+            "probe": {"0": {"completions": completions, "groups": 8, "equal_score_groups": 4}},
+            "logged": {} if kept is None else {"dynamic_sampling/kept_groups": {"1": kept}}}
+
+
+def test_paired_differences_at_matched_tokens_and_their_power():
+    runs = {"a": {s: record("a", s, 0.2 + 0.01 * s, 0.6, 0.5) for s in range(5)},
+            "b": {s: record("b", s, 0.2, 0.6, 0.5 - 0.01 * s, kept=2) for s in range(5)}}
+    spec = analysis.ComparisonSpec("a - b", "a", "b", "tokens", "non-inferiority", 0.04)
+    found = analysis.compare(runs, spec)
+    # At 50 tokens, a quarter of the way from 40 to 80: a's seed s scores 0.01 s x 0.75 more than b's.
+    assert found.differences == pytest.approx([0.0075 * s for s in range(5)])
+    assert found.passes() and found.verdict() == "non-inferior at 0.040"
+    assert found.realised_sd == pytest.approx(0.0075 * math.sqrt(2.5))
+    assert 0 < found.realised_power() <= 1 and found.realised_threshold() > 0
+    fixed = analysis.compare(runs, analysis.ComparisonSpec("a - b", "a", "b", "fixed_step", "detection", 0.05))
+    assert fixed.differences == pytest.approx([0.01 * s for s in range(5)]) and fixed.passes()
+    # Generation: a (GRPOTrainer-like) trains the 4 groups whose rewards differ, b its 2 kept groups; 64 completions
+    # generated before the last budget's reading below (step 4).
+    generation = analysis.compare(runs, analysis.ComparisonSpec("a - b", "a", "b", "generation", "detection", 1.0))
+    assert generation.differences == pytest.approx([64 / 32 - 64 / 16] * 5)
+    with pytest.raises(ValueError, match="at='budget'"):
+        analysis.compare(runs, analysis.ComparisonSpec("a - b", "a", "b", "budget", "detection", 1.0))
+
+
+def test_power_formulas_agree_with_each_other():
+    margin = analysis.smallest_margin(0.05, 10)
+    assert analysis.noninferiority_power(margin, 0.05, 10) == pytest.approx(0.8, abs=1e-6)
+    difference = analysis.smallest_detectable(0.05, 10)
+    assert analysis.detection_power(difference, 0.05, 10) == pytest.approx(0.8, abs=1e-6)
+    # The lower end of a two-sided 95 % interval: at no true difference it clears a margin of 0 one time in 40, and
+    # detection's far tail is negligible, so the two thresholds nearly coincide.
+    assert analysis.noninferiority_power(1e-12, 0.05, 10) == pytest.approx(0.025, abs=1e-6)
+    assert difference == pytest.approx(margin, rel=1e-3)
+    assert analysis.seeds_needed(margin, 0.05) == 10
+    with pytest.raises(ValueError, match="seeds=1"):
+        analysis.detection_power(0.1, 0.05, 1)
+
+
+def test_the_report_reads_only_complete_runs_and_says_when_it_is_interim(tmp_path):
+    from benchmarks.study_harness.example import STUDY
+    from benchmarks.study_harness.report import report
+
+    for seed in range(2):
+        for arm in ("grpo", "defaults"):
+            path = tmp_path / f"{arm}-seed{seed}.json"
+            path.write_text(json.dumps({**record(arm, seed, 0.2, 0.6, 0.5), "machine": "m", "max_visits": 2}))
+    (tmp_path / "dapo-seed0.json").write_text(json.dumps({"arm": "dapo", "seed": 0, "complete": False}))
+    text = report(STUDY, str(tmp_path))
+    assert "Complete runs: 4 of 30; seeds with every arm: none." in text
+    assert "`grpo-seed1` | 40-80 | 0.300 / 0.300" in text
+    assert "(interim: 0 of 10 seeds; nothing is decided)" in text and "## Decision" not in text
+
+
+def test_the_example_arms_train_in_the_layout_and_name_the_defaults_by_value(tmp_path):
+    from trl import GRPOTrainer
+
+    from benchmarks.study_harness.example import STUDY
+    from benchmarks.study_harness.runner import layout_config
+    from trl_variants import DAPOTrainer
+
+    shared = layout_config(STUDY.settings, seed=3)
+    configs = {arm: STUDY.trainer_and_config(arm, str(tmp_path), shared) for arm in STUDY.arms}
+    assert configs["grpo"][0] is GRPOTrainer and configs["dapo"][0] is configs["defaults"][0] is DAPOTrainer
+    for _, config in configs.values():
+        assert (config.per_device_train_batch_size, config.num_generations, config.steps_per_generation,
+                config.save_steps, config.seed) == (16, 8, 4, 4, 3)
+    assert configs["defaults"][1].dynamic_sampling_carry_surplus is True
+    assert configs["dapo"][1].dynamic_sampling_carry_surplus is False
+    with pytest.raises(ValueError, match="--arm 'carry_only' is not an arm of this study"):
+        STUDY.trainer_and_config("carry_only", str(tmp_path), shared)
