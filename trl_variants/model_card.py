@@ -5,6 +5,8 @@ import re
 import textwrap
 
 TRL_VARIANTS_TAG = "trl-variants"
+# trl-variants is not published on a package index yet: the card says how to install it from its repository.
+INSTALL_NOTE = "To use it, install trl-variants from a clone of its repository with `pip install .`."
 
 DAPO_PAPER = {
     "title": "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
@@ -35,8 +37,8 @@ def settings_section(variant_name: str, settings: dict[str, object], steps: int)
     rows = "\n".join(f"| `{name}` | `{value}` |" for name, value in settings.items())
     return (
         f"### {variant_name} settings\n\n"
-        f"Trained with [trl-variants](https://pypi.org/project/trl-variants/) `{variant_name}` for {steps} optimizer "
-        f"step{'s' if steps != 1 else ''}.\n\n"
+        f"Trained with trl-variants `{variant_name}` for {steps} optimizer step{'s' if steps != 1 else ''}. "
+        f"{INSTALL_NOTE}\n\n"
         "| setting | value |\n|---|---|\n"
         f"{rows}\n\n"
     )

@@ -1,5 +1,5 @@
-"""`--help` of every command: grouped, listing the options the command handles itself, and quick because the light
-paths import neither torch nor TRL."""
+"""`--help` of every command: the light ones (`trl-variants --help`, the demo's) import neither torch nor TRL; a
+training command's is TRL's parser's help, one group per dataclass, the command's own options first."""
 
 import os
 import subprocess
@@ -36,27 +36,27 @@ def test_light_help_imports_neither_torch_nor_trl(argv):
     assert not {"torch", "trl", "transformers", "datasets"} & modules
 
 
-def test_variant_help_is_grouped_command_then_variant_then_trl_and_transformers(capsys):
+def test_variant_help_is_grouped_command_then_config_then_trl_dataclasses(capsys):
     text = command_help(capsys, "dapo")
     headings = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
     assert headings == [
         "options:",
-        "options of the command:",
-        "DAPOConfig: the fields DAPOConfig adds or sets differently from GRPOConfig:",
-        "TRL ModelConfig: model loading and PEFT:",
-        "TRL GRPOConfig: the GRPO fields:",
-        "TRL DatasetMixtureConfig: several datasets from the recipe:",
-        "transformers TrainingArguments:",
+        "options of the command (a flag or recipe key set to 'none' unsets an optional field):",
+        "DAPOConfig:",
+        "ModelConfig:",
+        "DatasetMixtureConfig:",
     ]
-    command_section = text.split("options of the command:")[1].split("DAPOConfig: the fields")[0]
-    for flag in ("--config RECIPE.yaml", "--accelerate_config NAME|PATH", "--reward_funcs", "--dataset_name"):
+    command_section = text.split("options of the command")[1].split("DAPOConfig:")[0]
+    for flag in ("--reward_funcs", "--dataset_name", "--reasoning_gym_task"):
         assert flag in command_section
-    dapo_section = text.split("DAPOConfig: the fields")[1].split("TRL ModelConfig")[0]
-    assert "--overlong_buffer_length" in dapo_section and "--epsilon_high" in dapo_section
-    assert "--learning_rate" not in dapo_section
-    assert "--learning_rate" in text.split("transformers TrainingArguments")[1]
-    # The usage line is one line, not the 230-line list of every flag argparse writes by default.
+    config_section = text.split("DAPOConfig:")[1].split("ModelConfig:")[0]
+    for flag in ("--overlong_buffer_length", "--epsilon_high", "--learning_rate"):
+        assert flag in config_section
+    assert "--use_peft" in text.split("ModelConfig:")[1]
+    # The usage line is one line, not the 230-line list of every flag argparse writes by default, and the
+    # description says how --config and --accelerate_config work.
     assert text.splitlines()[0].startswith("usage: trl-variants dapo [--config RECIPE.yaml]")
+    assert "--accelerate_config NAME|PATH relaunches under `accelerate launch`" in " ".join(text.split())
 
 
 def test_negated_switch_says_what_it_does(capsys):
@@ -67,7 +67,7 @@ def test_negated_switch_says_what_it_does(capsys):
 
 
 def test_help_only_options_do_not_change_parsing(tmp_path):
-    """`--config` and `--accelerate_config` are listed in the help but still reach TrlParser and the launcher."""
+    """`--config` reaches TrlParser and `--accelerate_config` the launcher."""
     from trl_variants.cli.args import VARIANTS, parse_command
     from trl_variants.cli.launch import accelerate_launch_options
 

@@ -7,9 +7,6 @@ VARIANT_COMMANDS = ("dapo", "dr-grpo", "grpo")
 # `--accelerate_config` is resolved by TRL's helper into `--config_file`; it is not an `accelerate launch` flag.
 ACCELERATE_CONFIG_FLAG = "--accelerate_config"
 
-# Width of the training commands' help, fixed so that the pre-rendered text (help_cache.py) matches any terminal.
-HELP_WIDTH = 100
-
 # `trl-variants demo`'s defaults, shared by its option parser and by `run_demo`.
 DEMO_DEFAULT_STEPS = 300
 DEMO_DEFAULT_OUTPUT_DIR = "demo-output"
@@ -28,12 +25,16 @@ REAL_DEMO_DEFAULTS = {
 # Written last into a finished `trl-variants real-demo` output folder.
 REAL_DEMO_SUMMARY_FILE = "real_demo_summary.json"
 # How long `trl-variants real-demo` takes at its defaults, on the machine that measured it; `--help`, the usage
-# text, the README and docs/cli.md all say it in these words (docs/cli.md has the measurement and the effect of load).
+# text and docs/cli.md say it in these words (docs/cli.md has the measurement and the effect of load).
 REAL_DEMO_DURATION = "about 16 minutes on an idle 2-core AMD EPYC with AVX-512"
 
 
 class CliUsageError(Exception):
     """Bad input from the command line or a recipe: reported as one line, exit code 2, no traceback."""
+
+
+class CliRunError(Exception):
+    """A run stopped for a reason the user can act on (the message says how): one line, exit code 1."""
 
 
 def check_minimums(args, minimums: dict[str, int]) -> None:

@@ -31,14 +31,10 @@ DISTRIBUTED_TYPE_NEEDS = {
 
 
 def accelerate_config_file(value: str) -> Path | None:
-    """The file `--accelerate_config VALUE` names: a YAML file, or one of TRL's bundled configs, found without
-    importing TRL (which takes a second)."""
+    """The file `--accelerate_config VALUE` names: a YAML file, or one of TRL's bundled configs."""
     if Path(value).is_file():
         return Path(value)
-    spec = importlib.util.find_spec("trl")
-    if spec is None or spec.origin is None:
-        return None
-    bundled = Path(spec.origin).parent / "accelerate_configs" / f"{value}.yaml"
+    bundled = Path(str(importlib.resources.files("trl.accelerate_configs") / f"{value}.yaml"))
     return bundled if bundled.is_file() else None
 
 

@@ -8,13 +8,14 @@
     trl-variants dapo --config recipe.yaml --accelerate_config zero3 --num_processes 8
 
 Mistakes in the input (an unknown reward, a missing dataset column, a recipe key that is no field, an unwritable
-output folder) print one line starting with `trl-variants: error:` and exit with code 2.
+output folder) print one line starting with `trl-variants: error:` and exit with code 2; a run stopped by something
+the user can change (dynamic sampling out of rounds, the Hub out of reach) prints one such line and exits with 1.
 """
 
 import difflib
 import sys
 
-from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliUsageError
+from .common import REAL_DEMO_DURATION, VARIANT_COMMANDS, CliRunError, CliUsageError
 
 USAGE = f"""usage: trl-variants {{demo,real-demo,dapo,dr-grpo,grpo}} [options]
 
@@ -31,6 +32,7 @@ commands:
 with any `accelerate launch` flag for multi-GPU and multi-node runs."""
 
 USAGE_ERROR_EXIT_CODE = 2
+RUN_ERROR_EXIT_CODE = 1
 INTERRUPTED_EXIT_CODE = 130
 
 
@@ -53,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         if command not in VARIANT_COMMANDS:
             raise CliUsageError(unknown_command_problem(command))
         return run_variant_command(command, options)
-    except CliUsageError as error:
+    except (CliUsageError, CliRunError) as error:
         print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return USAGE_ERROR_EXIT_CODE
+        return RUN_ERROR_EXIT_CODE if isinstance(error, CliRunError) else USAGE_ERROR_EXIT_CODE
     except KeyboardInterrupt:
         # The demo has already removed its staging folder; a training run keeps its checkpoints.
         print("trl-variants: interrupted", file=sys.stderr)
@@ -70,36 +72,12 @@ def unknown_command_problem(command: str) -> str:
 
 
 def run_variant_command(command: str, options: list[str]) -> int:
-    from .help_cache import (
-        asks_only_for_help,
-        cached_help,
-        remember_field_table,
-        remember_help,
-        render_help,
-        stored_field_table,
-    )
-    from .quick_checks import check_command_line
-
-    if asks_only_for_help(command, options):
-        help_text = cached_help(command, options)
-        if help_text is None:
-            help_text = render_help(command)
-            remember_help(command, help_text)
-        # The same text the parser would print, and the same exit (argparse's help action exits with 0).
-        print(help_text, end="")
-        raise SystemExit(0)
-    # Mistakes that need no model are reported before TRL and torch load, which takes 10-25 s on a small machine.
-    table = stored_field_table(command)
-    if table is not None:
-        check_command_line(command, options, table)
     # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
     from .args import VARIANTS, parse_command
     from .launch import accelerate_launch_options, inside_launched_process, relaunch
     from .output import check_output_dir
     from .train import run_training
 
-    if table is None:  # the next run checks quickly
-        remember_field_table(command)
     variant = VARIANTS[command]
     parsed = parse_command(variant, options, accelerate_launch_options())
     check_output_dir(parsed.training_args.output_dir)

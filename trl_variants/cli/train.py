@@ -14,7 +14,9 @@ from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_ca
 from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from ..vllm_cpu import keep_linear_weights_reloadable
-from .args import CliUsageError, ParsedCommand, Variant
+from ..dynamic_sampling.trainer import DynamicSamplingExhaustedError
+from .args import ParsedCommand, Variant, one_line
+from .common import CliRunError, CliUsageError
 from .reasoning_gym_data import reasoning_gym_training_source
 from .sources import (
     NO_DATASET,
@@ -91,19 +93,33 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     keep_linear_weights_reloadable(training_args)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=DEPRECATED_CHECKPOINTING_WARNINGS, category=FutureWarning)
-        trainer = variant.trainer_class(
-            model=model_args.model_name_or_path,
-            reward_funcs=reward_funcs,
-            args=training_args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            peft_config=get_peft_config(model_args),
-            quantization_config=get_quantization_config(model_args),
-        )
-        trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        try:  # with push_to_hub on, the Trainer creates the Hub repository here, before training
+            trainer = variant.trainer_class(
+                model=model_args.model_name_or_path,
+                reward_funcs=reward_funcs,
+                args=training_args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                peft_config=get_peft_config(model_args),
+                quantization_config=get_quantization_config(model_args),
+            )
+        except Exception as error:
+            raise_hub_failure(error, "nothing was trained; pass --push_to_hub false to train without pushing")
+            raise
+        try:
+            trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        except DynamicSamplingExhaustedError as error:
+            for callback in trainer.callback_handler.callbacks:  # ends the progress bar's line before the error's
+                if getattr(callback, "training_bar", None) is not None:
+                    callback.training_bar.close()
+            raise CliRunError(
+                f"training stopped at step {trainer.state.global_step} (checkpoints written so far are in "
+                f"{training_args.output_dir}): {error}"
+            ) from None
     # The model is written only once training has finished, so an interrupted run leaves checkpoints, never a
-    # top-level model that looks final.
-    trainer.save_model(training_args.output_dir)
+    # top-level model that looks final. `_internal_call` keeps save_model from pushing: the push below follows
+    # once the model card is written, and a failed push then leaves the whole folder saved.
+    trainer.save_model(training_args.output_dir, _internal_call=True)
     if isinstance(trainer, VariantModelCardMixin):
         trainer.create_model_card(dataset_name=dataset_title(script_args))
     else:  # TRL's own GRPOTrainer, the baseline
@@ -113,11 +129,39 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
     if training_args.push_to_hub:
         own_card = isinstance(trainer, VariantModelCardMixin)
-        trainer.push_to_hub(dataset_name=script_args.dataset_name if own_card else hub_dataset_name(script_args))
+        try:
+            trainer.push_to_hub(dataset_name=script_args.dataset_name if own_card else hub_dataset_name(script_args))
+        except Exception as error:
+            raise_hub_failure(
+                error, f"the trained model is saved in {training_args.output_dir}; upload it later with "
+                f"`hf upload {trainer.hub_model_id} {training_args.output_dir}`",
+            )  # fmt: skip
+            raise
         trainer.accelerator.print(f"Model pushed to https://huggingface.co/{trainer.hub_model_id}.")
     # Finishes the trackers and the process group (transformers >= 5.18; earlier versions have no such step).
     if hasattr(trainer, "end"):
         trainer.end()
+
+
+def raise_hub_failure(error: Exception, consequence: str) -> None:
+    """Raises `CliRunError` naming the Hub and `consequence` when `error` is the Hub out of reach (offline mode,
+    no connection) or refusing the credentials; returns for any other error, which the caller re-raises."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
+
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(error, OfflineModeIsEnabled):
+        reason = "HF_HUB_OFFLINE is set, so the Hub cannot be reached (unset it to push)"
+    elif isinstance(error, LocalTokenNotFoundError):
+        reason = "no Hub token was found; log in with `hf auth login` or set HF_TOKEN"
+    elif isinstance(error, HfHubHTTPError) and status in (401, 403):
+        reason = f"the Hub refused the credentials (HTTP {status}); log in with `hf auth login` or set HF_TOKEN"
+    elif isinstance(error, ConnectionError) or any(cls.__name__ == "TransportError" for cls in type(error).__mro__):
+        detail = f"{type(error).__name__}: {one_line(error)[:100]}"
+        reason = f"the Hub at {constants.ENDPOINT} could not be reached ({detail})"
+    else:
+        return
+    raise CliRunError(f"push_to_hub failed: {reason}; {consequence}.") from None
 
 
 def dataset_title(script_args) -> str | None:

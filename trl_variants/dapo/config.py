@@ -81,13 +81,13 @@ class DAPOConfig(GRPOConfig):
             than half its generation per informative trained row; with `skip_degenerate_prompts=False` (the default), `False` is
             DAPO exactly as published.
         max_rows_per_generate_call (`int` or `None`, defaults to `None`): most rows one process hands the model's
-            `generate` in one call, with transformers generation (not vLLM). `None`: a generation round goes to
-            `generate` in one call, the fastest on a GPU, where a call of three generation batches costs little more
-            than one of a single batch; its KV cache holds the round's rows. A smaller value cuts every call into
-            calls of whole groups (a generation batch per process, `per_device_train_batch_size *
-            steps_per_generation`, holds no more memory than `GRPOTrainer`'s calls). On a CUDA or XPU device, each
-            round's calls are also planned to fit its free memory (never below one generation batch; see
-            docs/dynamic_sampling.md, "Generation calls and memory"). An out-of-memory error in a call halves it and
+            `generate` in one call, with transformers generation (not vLLM). `None`: a generation round's calls are
+            sized from the peak memory earlier calls measured, as many rows as the free memory allows (the fastest
+            on a GPU, where a call of three generation batches costs little more than one of a single batch), and
+            hold one generation batch per process (`GRPOTrainer`'s call) before any measurement and on a device
+            without memory readings (CPU, MPS); see docs/dynamic_sampling.md, "Generation calls and memory". A
+            value cuts every call into calls of whole groups of at most that many rows. An out-of-memory error in
+            a call halves it and
             retries (not under DeepSpeed ZeRO-3 or FSDP on several processes, where the error names the value to
             set). Range: a multiple of `num_generations`, or `None`; `None` with `use_vllm` or
             `use_transformers_continuous_batching`, which schedule their own batches.
@@ -193,9 +193,10 @@ class DAPOConfig(GRPOConfig):
     max_rows_per_generate_call: int | None = field(
         default=None,
         metadata={
-            "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): a "
-            "generation round in one call, the fastest on a GPU, its KV cache holding the round's rows; a smaller "
-            "value cuts calls into whole groups to bound memory. On CUDA/XPU the calls are also planned to fit free memory. "
+            "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): "
+            "calls sized from the peak memory earlier calls measured, within the device's free memory; one "
+            "generation batch per process (GRPOTrainer's call) before any measurement and without memory readings "
+            "(CPU, MPS). A value cuts calls into whole groups of at most that many rows. "
             "An out-of-memory error halves a call and retries it, "
             "except under DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or "
             "None."

@@ -1,1 +1,0 @@
-"""Study: seconds from starting the command line to its error line."""
