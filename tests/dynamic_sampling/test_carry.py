@@ -20,6 +20,8 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling import carry as carry_module
+from trl_variants.dynamic_sampling.carry import trl_computes_old_logps
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
@@ -53,7 +55,7 @@ def simulate_vllm(trainer) -> None:
     generate = trainer._generate
     trainer.use_vllm = True
     trainer.vllm_importance_sampling_correction = True
-    trainer.vllm_generation = SimpleNamespace(sync_weights=lambda: None)
+    trainer.vllm_generation = SimpleNamespace(sync_weights=lambda: None, mode="colocate", enable_sleep_mode=False)
     trainer._last_loaded_step = -1
 
     def vllm_like_generate(prompts):
@@ -80,6 +82,20 @@ class Step:
     carried_out: list[tuple[list[int], list[int]]]  # rows the trainer carries to the next step
     loss_inputs: list[dict] = dataclasses.field(default_factory=list)
     loss_policies: list[torch.nn.Module] = dataclasses.field(default_factory=list)  # the model at each loss call
+    # Rows of the policy's no-grad log-prob forwards from this step's phase 1 to its next one: the carried rows'
+    # generating log-probs, then TRL's old log-probs in the scoring pass.
+    no_grad_logps_rows: int = 0
+
+
+def counting_no_grad_logps_rows(model, counts: list[int]):
+    """Adds the rows of every no-grad log-prob forward of `model` (TRL's log-prob call passes `labels`; generation
+    does not) to `counts[-1]`."""
+
+    def count(module, args, kwargs):
+        if "labels" in kwargs and not torch.is_grad_enabled():
+            counts[-1] += kwargs["input_ids"].shape[0]
+
+    return model.register_forward_pre_hook(count, with_kwargs=True)
 
 
 def updates_per_generation_batch(layout: dict) -> int:
@@ -117,8 +133,12 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     steps: list[Step] = []
     sample = trainer._sample_informative_batch
     compute_loss = trainer._compute_loss
+    no_grad_rows = [0]
+    counting_no_grad_logps_rows(trainer.model, no_grad_rows)
 
     def recording_sample(inputs):
+        if steps:
+            steps[-1].no_grad_logps_rows, no_grad_rows[-1] = no_grad_rows[-1], 0
         policy = snapshot(shared_task, trainer)
         batch = sample(inputs)
         carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried.rows.values()]
@@ -135,6 +155,7 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     trainer._sample_informative_batch = recording_sample
     trainer._compute_loss = recording_loss
     trainer.train()
+    steps[-1].no_grad_logps_rows = no_grad_rows[-1]
     return trainer, steps, reward
 
 
@@ -229,6 +250,49 @@ def test_carried_rows_old_logps_come_from_the_generating_policy(carry_run):
             assert (expected - expected_current).abs().max() > 100 * ATOL
             checked += 1
     assert checked > 0
+
+
+def test_each_rows_old_logps_are_computed_once(carry_run):
+    """The policy's no-grad log-prob forwards cover each trained row once: a carried row when it is carried (its
+    generating log-probs), a fresh row in TRL's scoring pass where TRL computes old log-probs; the scoring pass does
+    not run the policy over carried rows again."""
+    trainer, steps, _ = carry_run
+    batch_rows = BATCH_GROUPS * G
+    scores = trl_computes_old_logps(trainer)
+    assert scores == (updates_per_generation_batch(vars(trainer.args)) > 1 or trainer.use_vllm)
+    for t, step in enumerate(steps):
+        carried_in = len(steps[t - 1].carried_out) if t else 0
+        assert step.no_grad_logps_rows == len(step.carried_out) + (batch_rows - carried_in if scores else 0), t
+    # Over the run: no more no-grad log-prob rows than rows trained, but for the last batch's carry, which a longer
+    # run would train next.
+    recorded_untrained = len(steps[-1].carried_out)
+    assert sum(step.no_grad_logps_rows for step in steps) - recorded_untrained <= len(steps) * batch_rows
+    assert sum(len(step.carried_out) for step in steps[:-1]) > 0
+
+
+@pytest.mark.parametrize("run", ["iterations", "updates_vllm"])
+def test_scoring_without_the_carried_rows_trains_as_scoring_them_and_replacing_them(
+    shared_task, tmp_path, run, monkeypatch
+):
+    """Skipping the carried rows in TRL's scoring pass changes no loss or metric: against a run whose scoring pass
+    computes every row's old log-probs and then replaces the carried rows' (the behaviour before the skip), the logs
+    agree (to float rounding: the fresh rows go through the forward in other chunks) while fewer rows are scored."""
+    skipping_trainer, skipping_steps, _ = carrying_run(shared_task, tmp_path / "skipping", **RUNS[run])
+    monkeypatch.setattr(carry_module, "rows_to_score", lambda carried, per_process, chunk: list(range(len(carried))))
+    scoring_trainer, scoring_steps, _ = carrying_run(shared_task, tmp_path / "scoring", **RUNS[run])
+    carried_in = sum(len(step.carried_out) for step in skipping_steps[:-1])
+    assert carried_in > 0
+    rows = [sum(step.no_grad_logps_rows for step in steps) for steps in (skipping_steps, scoring_steps)]
+    assert rows[1] - rows[0] == carried_in
+    print(f"{run}: no-grad log-prob rows {rows[1]} -> {rows[0]} for {len(skipping_steps) * BATCH_GROUPS * G} trained")
+    logs = [[entry for entry in t.state.log_history if "loss" in entry] for t in (skipping_trainer, scoring_trainer)]
+    assert len(logs[0]) == len(logs[1]) > 0
+    for skipping, scoring in zip(*logs, strict=True):
+        timed = {key for key in scoring if "time" in key or "per_second" in key}
+        assert skipping.keys() == scoring.keys()
+        assert {k: v for k, v in skipping.items() if k not in timed} == pytest.approx(
+            {k: v for k, v in scoring.items() if k not in timed}, rel=1e-4, abs=1e-6
+        )
 
 
 def test_carried_rows_importance_sampling_uses_the_generating_policy(shared_task, carry_run):
@@ -332,6 +396,16 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
         # A carried row lives on the process that trains it: each rank trains the rows it carried.
         for rank, rows in zip(two_process_carry, carried, strict=True):
             assert all(row in rank["steps"][t]["batch"] for row in rows)
+    # Both ranks make the same no-grad log-prob forwards (collectives under ZeRO-3 or FSDP); with several updates per
+    # batch, TRL's scoring pass computes old log-probs and skips carried rows where the forward counts allow.
+    assert first["no_grad_logps_forwards"]["calls"] == second["no_grad_logps_forwards"]["calls"]
+    # Recording the generating log-probs: each rank scores as many rows as the rank carrying the most.
+    recorded = sum(2 * max(len(rank["steps"][t]["carried_out"]) for rank in two_process_carry) for t in range(4))
+    no_grad_rows = sum(rank["no_grad_logps_forwards"]["rows"] for rank in two_process_carry)
+    if updates == 1:  # TRL computes no old log-probs
+        assert no_grad_rows == recorded
+    else:  # in chunks of 2 rows, a rank holding carried rows skips at least one of its 8
+        assert recorded < no_grad_rows < recorded + 4 * 16
     checked = sum(len(rank["steps"][t]["carried_error"]) for rank in two_process_carry for t in range(4))
     assert checked > 0 and any(rank["steps"][t]["carried_error"] for rank in [second] for t in range(4))
     for rank in two_process_carry:

@@ -12,6 +12,8 @@ from trl_variants.dynamic_sampling.carry import (
     first_round_extra_groups_after_carry,
     place_generating_logps,
     plan_carry,
+    rows_to_score,
+    scoring_rows_only,
 )
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
 
@@ -74,6 +76,56 @@ def test_placing_generating_logps_replaces_only_carried_rows_and_their_real_toke
     placed = place_generating_logps(old, rows)
     assert placed.tolist() == [[0, 0, 0, 0], [-1, -2, 0, 0], [-3, -4, -5, -6]]
     assert old.abs().sum() == 0  # the input is left untouched
+
+
+def test_scoring_skips_carried_rows_where_every_process_makes_the_same_forward_calls():
+    # One process: every carried row is skipped, even when none is left to score.
+    assert rows_to_score([True, False, True, False], [2], chunk=2) == [1, 3]
+    assert rows_to_score([True, True], [2], chunk=1) == []
+    assert rows_to_score([False, False], [0], chunk=None) == [0, 1]
+    # Two processes of 8 rows in chunks of 2. Process 0 holds 2 carried rows (6 fresh: 3 forwards), process 1 holds
+    # 5 (3 fresh: 2 forwards), so process 1 scores two carried rows: 5 rows make its third forward.
+    carried_0 = [True, True] + [False] * 6
+    carried_1 = [True] * 5 + [False] * 3
+    assert rows_to_score(carried_0, [2, 5], chunk=2) == [2, 3, 4, 5, 6, 7]
+    assert rows_to_score(carried_1, [2, 5], chunk=2) == [0, 1, 5, 6, 7]
+    # One forward for the whole batch (no chunk): a process whose rows are all carried still makes it, on one row.
+    assert rows_to_score([True] * 4, [4, 1], chunk=None) == [0]
+    assert rows_to_score([True, False, False, False], [4, 1], chunk=None) == [1, 2, 3]
+    assert rows_to_score([True] * 4, [4, 4], chunk=None) == []
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 2, 3, 5])
+def test_every_process_makes_as_many_forward_calls_as_the_busiest_one(chunk):
+    rows, generator = 6, torch.Generator().manual_seed(0)
+    for _ in range(50):
+        flags = [torch.rand(rows, generator=generator).lt(0.5).tolist() for _ in range(3)]
+        counts = [sum(process) for process in flags]
+        scored = [rows_to_score(process, counts, chunk) for process in flags]
+        calls = [-(-len(picked) // (chunk or len(picked))) if picked else 0 for picked in scored]
+        assert len(set(calls)) == 1
+        assert calls[0] == max(-(-(rows - count) // (chunk or rows)) for count in counts)
+        for process, picked in zip(flags, scored, strict=True):
+            assert set(picked) >= {i for i, flag in enumerate(process) if not flag}
+
+
+def test_scoring_rows_only_hands_the_call_those_rows_and_their_row_inputs():
+    calls = []
+
+    def logps_call(model, input_ids, attention_mask, logits_to_keep, batch_size=None, token_type_ids=None, **kwargs):
+        calls.append((input_ids.tolist(), token_type_ids.tolist()))
+        return input_ids[:, -logits_to_keep:].float().neg(), None, None
+
+    input_ids = torch.arange(12).view(4, 3)
+    kwargs = {"batch_size": 2, "token_type_ids": input_ids * 10, "num_images": None}
+    logps = scoring_rows_only(logps_call, [1, 3], None, input_ids, torch.ones_like(input_ids), 2, **kwargs)
+    assert calls == [([[3, 4, 5], [9, 10, 11]], [[30, 40, 50], [90, 100, 110]])]
+    assert logps.tolist() == [[0, 0], [-4, -5], [0, 0], [-10, -11]]
+    # No row to score: no call; image inputs (any other input set): every row.
+    assert scoring_rows_only(logps_call, [], None, input_ids, input_ids, 2, **kwargs).abs().sum() == 0
+    assert len(calls) == 1
+    scoring_rows_only(logps_call, [1], None, input_ids, input_ids, 2, **kwargs, pixel_values=torch.zeros(4, 1))
+    assert calls[-1][0] == input_ids.tolist()
 
 
 def test_a_layout_where_neither_divides_the_other_is_refused_only_when_carrying_is_asked_for(tmp_path):

@@ -303,6 +303,7 @@ def test_placement_gives_each_rank_whole_groups_and_carries_surplus_to_its_train
     rewards = [[r.rewards[0] for r in batch.local] for batch, _ in results]
     assert rewards == [[0, 1, 2, 3], [100, 101, 8, 9]]
     assert all(batch.has_carried for batch, _ in results)
+    assert all(batch.carried_rows == [0, 2] for batch, _ in results)  # rank 1 trains the carried group
     # The surplus: g2 (process 0's) and g5 (process 1's) both stay where they are; no message at all.
     carried_next = [next_carried for _, next_carried in results]
     assert carried_next[0].holders == carried_next[1].holders == [[0, 0], [1, 1]]
@@ -322,4 +323,4 @@ def test_placement_moves_the_overflow_in_one_message_with_its_rewards():
     assert trained_rows == [["g0r0", "g0r1", "g1r0", "g1r1"], ["g2r0", "g2r1", "g3r0", "g3r1"]]
     assert [r.rewards[0] for r in results[1][0].local] == [4, 5, 6, 7]
     assert set(sent) == {0, 1} and list(sent[0]) == [1] and len(sent[0][1]) == 4 and sent[1] == {}
-    assert all(not batch.has_carried for batch, _ in results)
+    assert all(not batch.has_carried and batch.carried_rows == [0, 0] for batch, _ in results)

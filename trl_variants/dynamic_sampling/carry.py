@@ -18,9 +18,10 @@ would make its ratio start at 1 and hide its staleness). So:
    log-probs itself (a generation batch spanning several optimizer updates, `gradient_accumulation_steps %
    (steps_per_generation * num_iterations) != 0`, or vLLM with importance-sampling correction), it computes them
    with the policy at the start of batch k+1, which generated the fresh rows: its first log-prob call is
-   intercepted and the carried rows' entries are replaced by the recorded ones *before* TRL uses them, so fresh
-   rows keep exactly TRL's old log-probs and TRL's own code derives the vLLM importance-sampling ratio (every
-   truncation/mask mode) from the generating policy's log-probs and vLLM's sampling log-probs of the same row.
+   intercepted, runs the policy over the fresh rows only (`rows_to_score`) and gives the carried rows the recorded
+   log-probs *before* TRL uses them, so fresh rows keep TRL's old log-probs, no row's are computed twice, and TRL's
+   own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating policy's
+   log-probs and vLLM's sampling log-probs of the same row.
    Where TRL computes none (each generation batch trained within one optimizer step, without vLLM: its loss then
    uses each row's own log-probs, detached, as old ones: ratio 1), the batch carries the recorded log-probs, and
    the loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
@@ -175,6 +176,47 @@ def place_generating_logps(old_logps: torch.Tensor, local) -> torch.Tensor:
     return old_logps
 
 
+def rows_to_score(carried: list[bool], carried_per_process: list[int], chunk: int | None) -> list[int]:
+    """This process's rows (in order) whose old-policy log-probs TRL's scoring pass must compute, given which of its
+    rows are `carried` (generating log-probs recorded) and how many carried rows each process trains.
+
+    Every fresh row, and a carried row only where needed to keep the forward calls equal: TRL's log-prob call runs
+    one forward per `chunk` rows (all rows in one when `chunk` is None), and under ZeRO-3 or FSDP every forward is a
+    collective, so each process makes as many as the process with the most fresh rows needs. Every process has
+    `len(carried)` rows; with one process, or carried rows spread evenly, no carried row is scored."""
+    rows = len(carried)
+    chunk = chunk or rows
+    fresh = [i for i, flag in enumerate(carried) if not flag]
+    calls = max(-(-(rows - count) // chunk) for count in carried_per_process)
+    fewest_rows = (calls - 1) * chunk + 1 if calls else 0
+    padding = [i for i, flag in enumerate(carried) if flag][: max(0, fewest_rows - len(fresh))]
+    return sorted(fresh + padding)
+
+
+# Keyword arguments of TRL's log-prob call holding one entry per row, taken with the rows scored. Any other that is
+# set (image inputs, which a carrying run cannot have) makes the call score every row.
+ROW_KEYWORDS = ("token_type_ids", "mm_token_type_ids")
+
+
+def scoring_rows_only(current, rows: list[int], model, input_ids, attention_mask, logits_to_keep, **kwargs):
+    """`current`'s log-probs (TRL's log-prob call) computed for `rows` only; the other rows' are zero."""
+    if len(rows) == input_ids.shape[0] or any(
+        value is not None and value is not False
+        for key, value in kwargs.items()
+        if key not in ROW_KEYWORDS + ("batch_size",)
+    ):
+        return current(model, input_ids, attention_mask, logits_to_keep, **kwargs)[0]
+    logps = torch.zeros(input_ids.shape[0], logits_to_keep, device=input_ids.device)
+    if rows:
+        index = torch.tensor(rows, device=input_ids.device)
+        taken = {
+            key: value[index] if key in ROW_KEYWORDS and value is not None else value for key, value in kwargs.items()
+        }
+        scored, _, _ = current(model, input_ids[index], attention_mask[index], logits_to_keep, **taken)
+        logps = logps.to(scored.dtype).index_copy(0, index, scored)
+    return logps
+
+
 @contextmanager
 def next_logps_call_through(trainer, replacement, active: bool = True):
     """For the block, the trainer's next log-prob call goes to `replacement(current, *args, **kwargs)`, `current`
@@ -201,26 +243,28 @@ def next_logps_call_through(trainer, replacement, active: bool = True):
 
 
 @contextmanager
-def scoring_with_generating_logps(trainer, local, has_carried: bool):
+def scoring_with_generating_logps(trainer, local, carried_per_process: list[int]):
     """Runs TRL's scoring pass so that carried rows' old log-probs (and, with vLLM, their importance-sampling
-    ratio) come from the policy that generated them. Yields a callable that completes TRL's output.
-    `has_carried` (whether any process trains a carried row) must be the same on every process."""
-    if not has_carried:
+    ratio) come from the policy that generated them, recorded, not computed again. Yields a callable that completes
+    TRL's output. `carried_per_process` (carried rows each process trains) must be the same on every process."""
+    if not any(carried_per_process):
         yield lambda output: output
         return
     intercept = trl_computes_old_logps(trainer)
     replaced = []
 
-    def old_logps_call(current, model, input_ids, *args, **kwargs):
+    def old_logps_call(current, model, input_ids, attention_mask, logits_to_keep, **kwargs):
         # TRL's first log-prob call of the scoring pass is the old-policy one; later ones (reference) are TRL's own.
-        logps, entropies, aux = current(model, input_ids, *args, **kwargs)
         if model is not trainer.model or input_ids.shape[0] != len(local):
             raise RuntimeError(
                 "dynamic_sampling_carry_surplus: TRL's scoring pass did not start with the old-policy log-probs of "
                 "the batch; this TRL version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
             )
+        carried = [row.generating_logps is not None for row in local]
+        rows = rows_to_score(carried, carried_per_process, kwargs.get("batch_size"))
+        logps = scoring_rows_only(current, rows, model, input_ids, attention_mask, logits_to_keep, **kwargs)
         replaced.append(True)
-        return place_generating_logps(logps, local), entropies, aux
+        return place_generating_logps(logps, local), None, None
 
     def complete(output: dict) -> dict:
         device = output["completion_ids"].device

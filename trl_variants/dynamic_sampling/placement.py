@@ -29,11 +29,16 @@ class CarriedGroups:
 
 @dataclass
 class TrainedBatch:
-    """This process's rows of the trained batch in batch order (each with its rewards), and whether any process
-    trains a carried row."""
+    """This process's rows of the trained batch in batch order (each with its rewards), and how many carried rows
+    each process trains (known to every process)."""
 
     local: list[GeneratedRow]
-    has_carried: bool
+    carried_rows: list[int]
+
+    @property
+    def has_carried(self) -> bool:
+        """Whether any process trains a carried row: the same on every process."""
+        return any(self.carried_rows)
 
 
 Exchange = Callable[[dict[int, list], list[int]], dict[int, list]]
@@ -99,4 +104,8 @@ def place_batch(
             if target == process
         },
     )
-    return TrainedBatch(local=local, has_carried=len(carried) > 0), next_carried
+    carried_rows = [0] * num_processes
+    for positions in plan.positions[: len(carried)]:
+        for position in positions:
+            carried_rows[position // rows_per_process] += 1
+    return TrainedBatch(local=local, carried_rows=carried_rows), next_carried

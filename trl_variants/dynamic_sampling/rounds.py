@@ -24,7 +24,7 @@ import trl.trainer.grpo_trainer as trl_grpo
 from accelerate.utils import gather_object
 
 from .layout import call_order
-from .replay import generate_like_trl
+from .replay import _instance_override, generate_like_trl
 from .selection import informative_group_mask
 from .shares import GroupRef, Share, local_position, segment_shares
 
@@ -123,6 +123,55 @@ def metric_gathers_skipped(accelerator):
             del accelerator.gather
         else:
             accelerator.gather = patched
+
+
+@contextmanager
+def engine_awake_across_rounds(trainer):
+    """With vLLM colocate and `vllm_enable_sleep_mode=True`, TRL 1.16's `VLLMGeneration.generate` puts the engine to
+    sleep at level 2 (weights discarded) after every call, so the next call pushes every weight again
+    (`sync_weights`: under ZeRO-3 a full gather). Phase 1's rounds all come before the step's optimizer update: the
+    weights a round's call loaded are the next round's too. Within the block, the engine's sleep is put off to the
+    block's end, and once one is put off, the engine is awake with this step's weights, so the wake-ups and weight
+    pushes that would follow it are skipped. A step's rounds then cost one weight sync and one sleep, as one round
+    does; the engine holds its memory from the first round's generation to the last round's rewards."""
+    generation = getattr(trainer, "vllm_generation", None) if trainer.use_vllm else None
+    if generation is None or generation.mode != "colocate" or not generation.enable_sleep_mode:
+        yield
+        return
+    if not hasattr(generation, "_llm_weights_sleeping"):
+        raise RuntimeError(
+            "dynamic_sampling: TRL's VLLMGeneration has no `_llm_weights_sleeping`; this TRL version is not supported "
+            "with vllm_enable_sleep_mode=True and dynamic sampling. Set vllm_enable_sleep_mode=False."
+        )
+    llm, sync_weights = generation.llm, generation.sync_weights
+    sleep, wake_up = llm.sleep, llm.wake_up
+    put_off: list[tuple] = []  # the last sleep call put off
+
+    def sleep_at_the_end(*args, **kwargs):
+        put_off[:] = [(args, kwargs)]
+
+    def wake_up_unless_awake(*args, **kwargs):
+        if not put_off:
+            wake_up(*args, **kwargs)
+
+    def sync_unless_loaded():
+        if put_off:  # awake since the last sync, and no optimizer update since
+            generation._llm_weights_sleeping = False
+            return
+        sync_weights()
+
+    try:
+        with (
+            _instance_override(llm, "sleep", sleep_at_the_end),
+            _instance_override(llm, "wake_up", wake_up_unless_awake),
+            _instance_override(generation, "sync_weights", sync_unless_loaded),
+        ):
+            yield
+    finally:
+        if put_off:
+            args, kwargs = put_off[0]
+            sleep(*args, **kwargs)
+            generation._llm_weights_sleeping = True
 
 
 class GenerationRoundsMixin:

@@ -33,7 +33,7 @@ from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
 from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
-from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin
+from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin, engine_awake_across_rounds
 from .row_exchange import exchange_objects
 from .selection import (
     NO_SIGNAL_STEPS,
@@ -118,11 +118,12 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
     def _generate_and_score_completions(self, inputs):
         if not (self.args.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
-        batch = self._sample_informative_batch(inputs)
+        with engine_awake_across_rounds(self):
+            batch = self._sample_informative_batch(inputs)
         with (
             self._replaying(batch.local),
             replaying_tools_and_environments(self, batch.local),
-            scoring_with_generating_logps(self, batch.local, batch.has_carried) as complete,
+            scoring_with_generating_logps(self, batch.local, batch.carried_rows) as complete,
         ):
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
 

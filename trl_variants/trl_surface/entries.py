@@ -156,7 +156,8 @@ ENTRIES = (
     SurfaceEntry(
         "GRPOTrainer._get_per_token_logps_and_entropies",
         "(model, input_ids, attention_mask, logits_to_keep, batch_size=None, ...) -> (logps, entropies, aux): read "
-        "as an instance attribute by _generate_and_score_completions and _compute_loss.",
+        "as an instance attribute by _generate_and_score_completions and _compute_loss; rows are independent, one "
+        "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids).",
     ),
     SurfaceEntry(
         "GRPOTrainer._get_output_dir",
@@ -167,6 +168,16 @@ ENTRIES = (
         "The module-level name `_calculate_rewards` calls for its final gather of the rewards (and nothing else "
         "while rewards are computed); rewards_kept_local replaces it for a call.",
         f"{GRPO}:gather",
+    ),
+    SurfaceEntry(
+        "trl.generation.vllm_generation.VLLMGeneration",
+        "The trainer's `vllm_generation` (colocate mode, `enable_sleep_mode`): `generate` pushes the weights through "
+        "`self.sync_weights()` when `self._llm_weights_sleeping`, wakes the KV cache with "
+        "`self.llm.wake_up(tags=[\"kv_cache\"])`, and after generating calls `self.llm.sleep(level=2)` and sets "
+        "`_llm_weights_sleeping`; `sync_weights` wakes the weights with `self.llm.wake_up` and pushes every weight. "
+        "engine_awake_across_rounds (dynamic_sampling/rounds.py) reads these as instance attributes, and puts off the "
+        "sleep and skips the wake-ups and pushes between a step's rounds.",
+        "trl/generation/vllm_generation.py:VLLMGeneration",
     ),
     # Functions and classes the package imports.
     SurfaceEntry(

@@ -64,6 +64,16 @@ def main() -> None:
         processing_class=task.tokenizer,
     )  # fmt: skip
     steps = []
+    # The policy's no-grad log-prob forwards (TRL's log-prob call passes `labels`; generation does not): under ZeRO-3
+    # or FSDP each is a collective, so both ranks must make as many, although they hold different carried rows.
+    logps_forwards = {"calls": 0, "rows": 0}
+
+    def count_logps_forward(module, forward_args, kwargs):
+        if "labels" in kwargs and not torch.is_grad_enabled():
+            logps_forwards["calls"] += 1
+            logps_forwards["rows"] += kwargs["input_ids"].shape[0]
+
+    trainer.model.register_forward_pre_hook(count_logps_forward, with_kwargs=True)
     sample = trainer._sample_informative_batch
     compute_loss = trainer._compute_loss
 
@@ -114,6 +124,7 @@ def main() -> None:
     record = {
         "rank": rank,
         "global_step": trainer.state.global_step,
+        "no_grad_logps_forwards": logps_forwards,
         "steps": steps,
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/")}
