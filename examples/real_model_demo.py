@@ -371,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     options = vars(parse_args(argv))
     command = shlex.join(["python", script, *argv])
+    warnings.simplefilter("ignore")  # library warnings and progress bars off: the example's own lines say more
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     try:
         run(**options, command=command)
     except UsageError as error:
