@@ -352,13 +352,16 @@ def task_config(text: str) -> dict:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", default=DEFAULTS["variant"], choices=list(VARIANT_SETTINGS))
-    for name in ("steps", "seed", "held_out_prompts", "samples_per_prompt", "threads"):
+    parser.add_argument("--variant", default=DEFAULTS["variant"], choices=list(VARIANT_SETTINGS),
+                        help=f"the trainer (default {DEFAULTS['variant']})")
+    for name in ("steps", "seed", "held_out_prompts", "samples_per_prompt"):
         parser.add_argument(f"--{name}", type=int, default=DEFAULTS[name], help=f"default {DEFAULTS[name]}")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default torch's default, one per "
+                        "physical core)")
     parser.add_argument("--task", default=TASK, help=f"a reasoning-gym task (default {TASK})")
     parser.add_argument("--task_config", type=task_config, default=None, help="the task's config as JSON")
     parser.add_argument("--output_dir", default=DEFAULTS["output_dir"], help=f"default {DEFAULTS['output_dir']}")
-    parser.add_argument("--overwrite", action="store_true", help="replace a finished run in OUTPUT_DIR")
+    parser.add_argument("--overwrite", action="store_true", help="replace a finished run in OUTPUT_DIR (default off)")
     args = parser.parse_args(argv)
     for name in ("steps", "held_out_prompts", "samples_per_prompt", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:

@@ -275,3 +275,38 @@ def test_ctrl_c_exits_with_130_and_prints_the_command_that_resumes(tiny_model, t
     assert example.main(words) == 0
     log = [json.loads(line)["step"] for line in (tmp_path / "out" / LOG_FILE).read_text().splitlines()]
     assert log == [1, 2, 3, 4, 5, 6]
+
+
+# What the example says about itself.
+
+
+def example_help(capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        example.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_one_duration_in_the_example_and_docs():
+    """The example's docstring and docs/cli.md give the same duration, for the same machine."""
+    docstring = " ".join(example.__doc__.split())
+    duration = docstring.split("# ", 1)[1].split(" python ", 1)[0].strip()
+    assert duration.startswith("about ") and "minutes on" in duration
+    assert duration in " ".join((REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())
+
+
+def test_flag_defaults_in_docs_are_the_help_texts(capsys):
+    """docs/cli.md's table of the example's flags says what `--help` says of each flag's default."""
+    help_text = example_help(capsys)
+    page = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("## The real-model example", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `--")]
+    checked = 0
+    for flag_cell, default_cell, *_ in rows:
+        flag = flag_cell.strip("| `")
+        if "," in flag:  # a row for two flags
+            continue
+        flag_help = help_text.split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert default_cell.replace("`", "") in flag_help, (flag, default_cell, flag_help)
+        checked += 1
+    assert checked >= 7
