@@ -126,7 +126,10 @@ def progress_line(label: str, done: int, total: int, elapsed: float, done_at_sta
     """`  LABEL DONE/TOTAL DETAILS: ELAPSED elapsed, about LEFT left`, the time left at this sitting's pace (units an
     earlier sitting finished took no time in this one)."""
     finished = done - done_at_start
-    left = ", done" if done >= total else f", about {clock(elapsed / finished * (total - done))} left" if finished > 0 else ""
+    if done >= total:
+        left = ", done"
+    else:
+        left = f", about {clock(elapsed / finished * (total - done))} left" if finished > 0 else ""
     return f"  {label} {done}/{total}{details}: {clock(elapsed)} elapsed{left}"
 
 
@@ -190,7 +193,8 @@ def kept_log(log_path: Path, step: int) -> list[dict]:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             if number < len(lines):  # only the last line can have been cut short by the interrupt
-                raise UsageError(f"{log_path}: line {number} is not JSON; it was not written by this example.") from None
+                raise UsageError(f"{log_path}: line {number} is not JSON; it was not written by this example.") \
+                    from None
     kept = [record for record in records if record["step"] <= step]
     log_path.write_text("".join(json.dumps(record) + "\n" for record in kept), encoding="utf-8")
     return kept
@@ -290,7 +294,8 @@ def run(variant="dapo", steps=20, seed=0, task=TASK, task_config=None, held_out_
             records = kept_log(work / LOG_FILE, step_of(checkpoint))
             if checkpoint is not None:
                 report(f"Resuming from step {step_of(checkpoint)} of {steps} ({checkpoint}).")
-            if step_of(checkpoint) >= steps:  # resumed from its last step's checkpoint, transformers would train one more
+            # Every step is done: resumed from its last checkpoint, transformers would train one step more.
+            if step_of(checkpoint) >= steps:
                 model = type(model).from_pretrained(checkpoint, dtype=model.dtype)
             progress = Progress(report, work / LOG_FILE, records)
             trainer = VARIANTS[variant].trainer_class(model, [train.reward_func], args=config,

@@ -98,7 +98,7 @@ def local_stand_ins(command: list[str], folder: Path) -> list[str]:
 def test_documented_command_runs_in_its_one_step_form(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_placeholders(tmp_path)
-    if command[:2] == ["python", EXAMPLE]:  # on a tiny model; the real model's own run: tests/real_model/test_commands.py
+    if command[:2] == ["python", EXAMPLE]:  # on a tiny model; the real one: tests/real_model/test_commands.py
         example = load_example("real_model_demo")
         use_tiny_chat_model(example, monkeypatch.setattr)
         assert example.main([*command[2:], "--steps", "1"]) == 0, " ".join(command)

@@ -144,7 +144,7 @@ def test_a_finished_output_folder_is_refused_without_overwrite(tmp_path, overwri
 
 
 def test_bad_flags_get_one_line(capsys):
-    for flags, expected in ((["--held_out_prompts", "0"], "--held_out_prompts 0 is not allowed; expected an integer >= 1."),
+    for flags, expected in ((["--held_out_prompts", "0"], "--held_out_prompts 0 is not allowed; expected an integer >= 1"),
                             (["--task_config", "{oops"], "argument --task_config: '{oops' is not JSON"),
                             (["--variant", "ppo"], "argument --variant: invalid choice: 'ppo'")):
         with pytest.raises(SystemExit) as exit_info:

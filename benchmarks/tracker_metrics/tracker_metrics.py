@@ -1,6 +1,6 @@
-"""What a TensorBoard user sees of dynamic sampling: a short `DAPOTrainer` run of SmolLM2-135M-Instruct (the task and
-settings of examples/real_model_demo.py) reporting to TensorBoard, and a plot of its `dynamic_sampling/*` scalars drawn from the
-event file the run wrote, not from the trainer's memory.
+"""What a TensorBoard user sees of dynamic sampling: a short `DAPOTrainer` run of SmolLM2-135M-Instruct (the task
+and settings of examples/real_model_demo.py) reporting to TensorBoard, and a plot of its `dynamic_sampling/*`
+scalars drawn from the event file the run wrote, not from the trainer's memory.
 
     python -m benchmarks.tracker_metrics.tracker_metrics [--steps 6] [--seed 0] [--output docs/images/tracker_metrics.png]
 
