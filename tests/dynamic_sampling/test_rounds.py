@@ -2,7 +2,8 @@
 
 from types import SimpleNamespace
 
-from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin, metric_gathers_skipped
+from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin
+from trl_variants.dynamic_sampling.trl_hooks import metric_gathers_skipped
 
 
 def rounds_of(num_processes: int = 2, num_generations: int = 4) -> SimpleNamespace:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from transformers import TrainerCallback
 
 from ..dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC
+from ..dynamic_sampling.trl_hooks import observe_calls
 
 TRAIN_SUMMARY_KEY = "train_runtime"
 
@@ -134,30 +135,37 @@ class StepHeartbeat(TrainerCallback):
         every row a completion), dynamic sampling's `_settle_round` (once per round, where the trainer has it) and
         `compute_loss`."""
         counts_rounds = hasattr(trainer, "_settle_round")
-        generate, compute_loss = trainer._generate_single_turn, trainer.compute_loss
 
-        def generate_single_turn(prompt_ids, *args, **kwargs):
-            self.activity.phase = GENERATING
-            outputs = generate(prompt_ids, *args, **kwargs)
-            self.activity.completions += len(prompt_ids)
-            self.activity.rounds += 0 if counts_rounds else 1
-            self.activity.phase = SCORING
-            return outputs
+        def following_generation(generate):
+            def generate_single_turn(prompt_ids, *args, **kwargs):
+                self.activity.phase = GENERATING
+                outputs = generate(prompt_ids, *args, **kwargs)
+                self.activity.completions += len(prompt_ids)
+                self.activity.rounds += 0 if counts_rounds else 1
+                self.activity.phase = SCORING
+                return outputs
 
-        def loss(*args, **kwargs):
-            self.activity.phase = TRAINING
-            return compute_loss(*args, **kwargs)
+            return generate_single_turn
 
-        trainer._generate_single_turn, trainer.compute_loss = generate_single_turn, loss
-        if counts_rounds:
-            settle_round = trainer._settle_round
+        def following_loss(compute_loss):
+            def loss(*args, **kwargs):
+                self.activity.phase = TRAINING
+                return compute_loss(*args, **kwargs)
 
+            return loss
+
+        def following_rounds(settle_round):
             def settle(*args, **kwargs):
                 result = settle_round(*args, **kwargs)
                 self.activity.rounds += 1
                 return result
 
-            trainer._settle_round = settle
+            return settle
+
+        observe_calls(trainer, "_generate_single_turn", following_generation)
+        observe_calls(trainer, "compute_loss", following_loss)
+        if counts_rounds:
+            observe_calls(trainer, "_settle_round", following_rounds)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._stop_beats()
