@@ -183,7 +183,7 @@ class GenerationRoundsMixin:
         # plan's gather goes there (generate_calls.py).
         with self._planned_round():
             prompts, generated, tool_rollouts = generate_like_trl(
-                self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self.accelerator)
+                self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self)
             )
         prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, _, _ = generated
         for key, values in extra_fields.items():

@@ -13,7 +13,7 @@ What is not here: overrides of `GRPOTrainer` methods, which subclass methods cal
 Phase 1 (generation rounds, `rounds.py`):
 - `generate_like_trl`: TRL's `_generate_and_score_completions` run up to the end of `_generate`, with the tool loop
   recorded (`_tool_call_loop`, the tool functions of `_sync_tool_dicts`/`_async_tool_dicts`);
-- `metric_gathers_skipped`: `accelerator.gather` local for `_generate`'s completion metrics;
+- `metric_gathers_skipped`: `accelerator.gather` local for `_generate`'s completion metrics, not for generation;
 - `rewards_kept_local`: the module global `trl.trainer.grpo_trainer.gather` local for `_calculate_rewards`;
 - `extra_logs_set_aside`: `_pending_extra_logs` fresh for a round's `_calculate_rewards`;
 - `engine_awake_across_rounds`: vLLM colocate's sleep, wake-up and weight sync put off across a step's rounds.
@@ -58,7 +58,7 @@ Everything recorded is plain data (lists, dicts, strings, numbers, images), so a
 
 import copy
 import inspect
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 import trl.trainer.grpo_trainer as trl_grpo
@@ -94,8 +94,12 @@ def instance_override(owner, name: str, value):
 # Phase 1: generation rounds.
 
 
-class _Generated(Exception):
-    """Stops TRL's scoring pass right after generation, carrying what `_generate` got and returned."""
+class _Generated(BaseException):
+    """Stops TRL's scoring pass right after generation, carrying what `_generate` got and returned.
+
+    Control flow through TRL's frames, so a `BaseException` (as `GeneratorExit` and `KeyboardInterrupt` are): an
+    `except Exception` that TRL may add around `_generate` cannot swallow it; its `finally` blocks and context
+    managers run as on any exception. It never leaves `generate_like_trl`."""
 
     def __init__(self, prompts, outputs):
         super().__init__("generation done")
@@ -189,23 +193,40 @@ def _recording_tool_loop(trainer, records: list):
 
 
 @contextmanager
-def metric_gathers_skipped(accelerator):
-    """Within TRL's `_generate`, `accelerator.gather` serves only its completion metrics (lengths, truncation,
-    tool calls), which phase 1 discards: the trained batch's are logged by phase 2. Every process skips them alike,
-    so they cost no traffic and no process waits on a gather another skipped. (Prompts and completions that vLLM
-    server mode gathers and scatters go through other functions and are unaffected.)
+def metric_gathers_skipped(trainer):
+    """Within TRL's `_generate` in phase 1, `trainer.accelerator.gather` returns its input: it serves only the
+    completion metrics `_generate` computes after generating (lengths, truncation, tool calls), which phase 1
+    discards (the trained batch's are logged by phase 2). Every process skips them alike, so they cost no traffic and
+    no process waits on a gather another skipped. Generation itself keeps the real gather: it is restored inside
+    `_generate_single_turn`, `_tool_call_loop` and a user's `rollout_func`, whose collectives must match across
+    processes.
 
-    TRL layout: `_generate` calls `self.accelerator.gather` only on its completion metrics. Entry:
-    `GRPOTrainer._generate`."""
-    patched = accelerator.__dict__.get("gather")
-    accelerator.gather = lambda tensor: tensor
-    try:
+    TRL layout: `_generate` calls `self.accelerator.gather` only after `rollout_func` or `_generate_single_turn` and
+    `_tool_call_loop` return, on its completion metrics; all three are read as instance attributes.
+    Entry: `GRPOTrainer._generate`."""
+    accelerator = trainer.accelerator
+    real_gather = accelerator.gather
+    skipping = [True]
+
+    def gather_unless_skipped(tensor):
+        return tensor if skipping[-1] else real_gather(tensor)
+
+    def gathering(function):
+        def call(*args, **kwargs):
+            skipping.append(False)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                skipping.pop()
+
+        return call
+
+    generating = ["_generate_single_turn", "_tool_call_loop"] + (["rollout_func"] if trainer.rollout_func else [])
+    with ExitStack() as stack:
+        stack.enter_context(instance_override(accelerator, "gather", gather_unless_skipped))
+        for name in generating:
+            stack.enter_context(instance_override(trainer, name, gathering(getattr(trainer, name))))
         yield
-    finally:
-        if patched is None:
-            del accelerator.gather
-        else:
-            accelerator.gather = patched
 
 
 @contextmanager

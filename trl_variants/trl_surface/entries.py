@@ -335,4 +335,10 @@ ENTRIES = (
         "`--config_file PATH` (a name resolved to the file TRL ships).",
         "trl/cli/accelerate_config.py:resolve_accelerate_config_argument",
     ),
+    SurfaceEntry(
+        "trl.cli.commands.training._subtract_subsequence",
+        "(lst: list of str, subseq: list of str) -> lst with the ordered subsequence subseq taken out (the "
+        "launcher's flags out of the command line, leaving the training script's).",
+        "trl/cli/commands/training.py:_subtract_subsequence",
+    ),
 )
