@@ -42,7 +42,8 @@ class GeneratedRow:
     extra_logs: dict = field(default_factory=dict)
     # Log-probs under the policy that generated the row, recorded only for a row carried to the next batch.
     generating_logps: torch.Tensor | None = None
-    # With tools: the completion before TRL's tool loop, the loop's result and this row's tool-call counts (trl_hooks.py).
+    # With tools: the completion before TRL's tool loop, the loop's result and this row's tool-call counts
+    # (trl_hooks.py).
     tool_rollout: dict | None = None
     # With environment_factory: the prompt TRL generated from, the environment's observation appended.
     generation_prompt: list | str | None = None

@@ -282,8 +282,6 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         # TRL's `reward` covers the trained (informative) groups only; this is what it would show without filtering.
         metrics[ALL_GROUPS_REWARD_METRIC].append(reward_sum / completions)
 
-    # Phase 2: replay into TRL's scoring pass.
-
     # Checkpointing: the refill sampler continues after a resume instead of replaying the same prompts.
 
     def _dynamic_sampling_state(self) -> dict:
