@@ -278,3 +278,53 @@ def test_a_trl_folder_with_a_changed_and_a_removed_function_gets_a_diff_and_miss
 def test_a_trl_path_without_trl_is_refused(tmp_path, capsys):
     assert main(["--trl-path", str(tmp_path)]) == 2
     assert f"--trl-path {str(tmp_path)!r} holds no TRL" in capsys.readouterr().err
+
+
+def test_only_trl_hooks_replaces_trl_attributes_at_run_time():
+    """Every run-time interception of TRL is in `dynamic_sampling/trl_hooks.py`: no other module assigns to (or
+    `setattr`s, or writes into the `__dict__` of) an attribute that `GRPOTrainer` defines or sets, on the trainer or
+    its accelerator, or to a name of an imported TRL module."""
+    trl_tree = ast.parse(Path(inspect.getsourcefile(GRPOTrainer)).read_text(encoding="utf-8"))
+    trl_attributes = {
+        node.attr
+        for node in ast.walk(trl_tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name) and node.value.id == "self"
+    } | {name for name in dir(GRPOTrainer) if not name.startswith("__")}  # fmt: skip
+    found = []
+    for path, tree in package_trees():
+        if path.name == "trl_hooks.py":
+            continue
+        trl_modules = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name.split(".")[0] == "trl"
+        }
+        # `self` is a trainer in the trainers and their mixins; `trainer` is one everywhere.
+        trainer_classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                           and node.name.endswith(("Mixin", "Trainer"))]  # fmt: skip
+        in_trainer = {id(node) for cls in trainer_classes for node in ast.walk(cls)}
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                receiver = node.value
+                names = ("self", "trainer") if id(node) in in_trainer else ("trainer",)
+                if isinstance(receiver, ast.Attribute) and receiver.attr == "accelerator":
+                    found.append(where)
+                elif isinstance(receiver, ast.Name) and receiver.id in trl_modules:
+                    found.append(where)
+                elif isinstance(receiver, ast.Name) and receiver.id in names and node.attr in trl_attributes:
+                    found.append(where)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr":
+                receiver = node.args[0] if node.args else None
+                if isinstance(receiver, ast.Name) and receiver.id in ("self", "trainer", "accelerator"):
+                    found.append(where)
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                target = node.value
+                if isinstance(target, ast.Attribute) and target.attr == "__dict__":
+                    key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+                    if key is None or key in trl_attributes:
+                        found.append(where)
+    assert not found, f"move these run-time interceptions of TRL into dynamic_sampling/trl_hooks.py: {found}"

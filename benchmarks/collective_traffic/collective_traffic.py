@@ -33,6 +33,7 @@ completion 0), so about half the groups are informative and the rounds are the s
 """
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -73,7 +74,9 @@ def run_worker(args) -> None:
     assert Path(trl_variants.__file__).resolve().is_relative_to(Path(args.package_dir).resolve()), trl_variants.__file__
     torch.set_num_threads(1)
     memory = RowMemory()
-    memory.track(sampling_trainer.GeneratedRow)
+    # A generated row's record: imported by `trainer` in the versions compared before, read from `rounds` now.
+    memory.track(getattr(sampling_trainer, "GeneratedRow", None)
+                 or importlib.import_module("trl_variants.dynamic_sampling.rounds").GeneratedRow)  # fmt: skip
     traffic = Traffic(on_call=memory.sample)
     traffic.install()
     select_groups = sampling_trainer.select_groups

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling import carry as carry_module
+from trl_variants.dynamic_sampling import trl_hooks
 from trl_variants.dynamic_sampling.carry import trl_computes_old_logps
 from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
@@ -278,7 +278,7 @@ def test_scoring_without_the_carried_rows_trains_as_scoring_them_and_replacing_t
     computes every row's old log-probs and then replaces the carried rows' (the behaviour before the skip), the logs
     agree (to float rounding: the fresh rows go through the forward in other chunks) while fewer rows are scored."""
     skipping_trainer, skipping_steps, _ = carrying_run(shared_task, tmp_path / "skipping", **RUNS[run])
-    monkeypatch.setattr(carry_module, "rows_to_score", lambda carried, per_process, chunk: list(range(len(carried))))
+    monkeypatch.setattr(trl_hooks, "rows_to_score", lambda carried, per_process, chunk: list(range(len(carried))))
     scoring_trainer, scoring_steps, _ = carrying_run(shared_task, tmp_path / "scoring", **RUNS[run])
     carried_in = sum(len(step.carried_out) for step in skipping_steps[:-1])
     assert carried_in > 0

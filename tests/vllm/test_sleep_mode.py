@@ -1,7 +1,7 @@
 """vLLM sleep mode (`vllm_enable_sleep_mode=True`, colocate): a step's generation rounds cost one weight sync.
 
 TRL 1.16 puts the engine to sleep at level 2 (weights discarded) after every generate call and pushes every weight
-again before the next; `dynamic_sampling.rounds.engine_awake_across_rounds` keeps the engine awake from the first
+again before the next; `dynamic_sampling.trl_hooks.engine_awake_across_rounds` keeps the engine awake from the first
 round's call to the last round's. vLLM's CPU build refuses `enable_sleep_mode` when it builds an engine, and its
 workers ignore sleep and wake-up (the engine's own bookkeeping, the paused scheduler and the sleeping tags, does run).
 So the session's engine is built as usual, TRL's generation object is switched to sleep mode as its constructor

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import yaml
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, TrlParser
+from trl.cli.commands.training import _subtract_subsequence
 
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.names import accepted_names_text, reward_name_problem
@@ -207,7 +208,8 @@ def parse_command(variant: Variant, argv: list[str], launch_options: dict[str, b
         model_args=model_args,
         dataset_args=dataset_args,
         launch_args=recipe_launch_args + cli_remaining,
-        training_script_args=_without_subsequence(argv, cli_remaining),
+        # The launcher's flags taken out of the command line, in order, leave the training flags, as `trl` does.
+        training_script_args=_subtract_subsequence(argv, cli_remaining),
     )
 
 
@@ -235,19 +237,6 @@ def _launch_flag(key: str, value: str, takes_value: bool) -> list[str]:
     if takes_value:
         return [key, value]
     return [key] if value.lower() in ("true", "1", "yes") else []
-
-
-def _without_subsequence(items: list[str], subsequence: list[str]) -> list[str]:
-    """`items` with the ordered `subsequence` taken out (the launcher's flags, leaving the training flags)."""
-    pending = iter(subsequence)
-    current = next(pending, None)
-    kept = []
-    for item in items:
-        if current is not None and item == current:
-            current = next(pending, None)
-        else:
-            kept.append(item)
-    return kept
 
 
 def one_line(error: BaseException) -> str:

@@ -68,6 +68,11 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `create_model_card` (`VariantModelCardMixin`): the card is tagged `trl-variants` and `dapo`, cites the paper,
       lists the settings, and links no base model or dataset that is not on the Hub.
 
+    Besides these overrides, the package replaces some of TRL's attributes for the length of a call (TRL's
+    `rollout_func` and `_calculate_rewards` in the replay, the module global `trl.trainer.grpo_trainer.gather`, vLLM's
+    sleep, ...): every such interception is in `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it
+    relies on.
+
     It accepts exactly the arguments of `GRPOTrainer`.
     """
 

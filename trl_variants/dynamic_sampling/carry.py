@@ -45,7 +45,6 @@ everything needed to train them (ids, rewards, sampling and generating log-probs
 run trains exactly the groups the uninterrupted run would have.
 """
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -215,94 +214,3 @@ def scoring_rows_only(current, rows: list[int], model, input_ids, attention_mask
         scored, _, _ = current(model, input_ids[index], attention_mask[index], logits_to_keep, **taken)
         logps = logps.to(scored.dtype).index_copy(0, index, scored)
     return logps
-
-
-@contextmanager
-def next_logps_call_through(trainer, replacement, active: bool = True):
-    """For the block, the trainer's next log-prob call goes to `replacement(current, *args, **kwargs)`, `current`
-    being the method it replaces; later calls are the trainer's own. Nothing is replaced when not `active`."""
-    saved = trainer.__dict__.get(LOGPS_METHOD)
-    current = getattr(trainer, LOGPS_METHOD)
-
-    def restore():
-        if saved is None:
-            trainer.__dict__.pop(LOGPS_METHOD, None)
-        else:
-            trainer.__dict__[LOGPS_METHOD] = saved
-
-    def first_call(*args, **kwargs):
-        restore()
-        return replacement(current, *args, **kwargs)
-
-    if active:
-        trainer.__dict__[LOGPS_METHOD] = first_call
-    try:
-        yield
-    finally:
-        restore()
-
-
-@contextmanager
-def scoring_with_generating_logps(trainer, local, carried_per_process: list[int]):
-    """Runs TRL's scoring pass so that carried rows' old log-probs (and, with vLLM, their importance-sampling
-    ratio) come from the policy that generated them, recorded, not computed again. Yields a callable that completes
-    TRL's output. `carried_per_process` (carried rows each process trains) must be the same on every process."""
-    if not any(carried_per_process):
-        yield lambda output: output
-        return
-    intercept = trl_computes_old_logps(trainer)
-    replaced = []
-
-    def old_logps_call(current, model, input_ids, attention_mask, logits_to_keep, **kwargs):
-        # TRL's first log-prob call of the scoring pass is the old-policy one; later ones (reference) are TRL's own.
-        if model is not trainer.model or input_ids.shape[0] != len(local):
-            raise RuntimeError(
-                "dynamic_sampling_carry_surplus: TRL's scoring pass did not start with the old-policy log-probs of "
-                "the batch; this TRL version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
-            )
-        carried = [row.generating_logps is not None for row in local]
-        rows = rows_to_score(carried, carried_per_process, kwargs.get("batch_size"))
-        logps = scoring_rows_only(current, rows, model, input_ids, attention_mask, logits_to_keep, **kwargs)
-        replaced.append(True)
-        return place_generating_logps(logps, local), None, None
-
-    def complete(output: dict) -> dict:
-        device = output["completion_ids"].device
-        output[CARRIED_ROWS_KEY] = torch.tensor([row.generating_logps is not None for row in local], device=device)
-        if intercept:
-            if not replaced:
-                raise RuntimeError(
-                    "dynamic_sampling_carry_surplus: TRL's scoring pass computed no old-policy log-probs; this TRL "
-                    "version is not supported with carrying. Set dynamic_sampling_carry_surplus=False."
-                )
-            return output
-        # TRL computed none, so its loss uses ratio 1 for every row. Fresh rows keep it (current policy, unchanged
-        # until this batch's optimizer step): the loss fills their old log-probs from its own forward
-        # (`carried_rows_in_loss`). Carried rows get their generating policy's.
-        generating = torch.zeros(output["completion_ids"].shape, dtype=torch.float32, device=device)
-        output[GENERATING_LOGPS_KEY] = place_generating_logps(generating, local)
-        output["old_per_token_logps"] = output[GENERATING_LOGPS_KEY]
-        return output
-
-    with next_logps_call_through(trainer, old_logps_call, active=intercept):
-        yield complete
-
-
-def carried_rows_in_loss(trainer, inputs: dict, record_ratio):
-    """Within TRL's `_compute_loss` on a batch from `scoring_with_generating_logps` that holds carried rows, its one
-    log-prob forward also (1) where TRL computed no old log-probs, sets `old_per_token_logps`, which TRL reads after
-    that forward, to the forward's own detached log-probs for fresh rows (TRL's ratio 1) and the generating ones
-    for carried rows; (2) hands `record_ratio(logps, old_logps, mask, carried)` the forward's detached log-probs,
-    the old ones, the loss mask and which rows are carried, for the carried rows' ratio metric."""
-    carried = inputs.get(CARRIED_ROWS_KEY)
-
-    def loss_logps_call(current, *args, **kwargs):
-        logps, entropies, aux = current(*args, **kwargs)
-        if GENERATING_LOGPS_KEY in inputs:
-            generating = inputs[GENERATING_LOGPS_KEY].to(logps.dtype)
-            inputs["old_per_token_logps"] = torch.where(carried.unsqueeze(1), generating, logps.detach())
-        mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
-        record_ratio(logps.detach(), inputs["old_per_token_logps"], mask, carried)
-        return logps, entropies, aux
-
-    return next_logps_call_through(trainer, loss_logps_call, active=carried is not None)

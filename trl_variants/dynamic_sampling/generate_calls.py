@@ -106,7 +106,6 @@ class CallMemory(CallMeasurements):
 def agreed_calls(cap: int | None, splittable: bool, device: torch.device) -> tuple[int | None, bool]:
     """The smallest cap of all processes (`None`: none set anywhere) and whether every process can cut its inputs by
     row: one gather of two integers, so that every process makes the same calls and cuts or keeps its inputs alike."""
-    # accelerate.utils.gather, not `accelerator.gather`, which rounds.metric_gathers_skipped stubs out here.
     gathered = gather(torch.tensor([[cap or 0, int(splittable)]], device=device)).tolist()
     caps = [row[0] for row in gathered if row[0] > 0]
     return min(caps, default=None), all(row[1] for row in gathered)

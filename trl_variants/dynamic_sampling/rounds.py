@@ -16,17 +16,15 @@ sampler identical on all processes), so no prompt row crosses processes; a strea
 read by the main process and broadcast (stream.py).
 """
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-import trl.trainer.grpo_trainer as trl_grpo
 from accelerate.utils import gather_object
 
 from .layout import call_order
-from .replay import _instance_override, generate_like_trl
 from .selection import informative_group_mask
 from .shares import GroupRef, Share, local_position, segment_shares
+from .trl_hooks import extra_logs_set_aside, generate_like_trl, metric_gathers_skipped, rewards_kept_local
 
 
 @dataclass
@@ -44,7 +42,8 @@ class GeneratedRow:
     extra_logs: dict = field(default_factory=dict)
     # Log-probs under the policy that generated the row, recorded only for a row carried to the next batch.
     generating_logps: torch.Tensor | None = None
-    # With tools: the completion before TRL's tool loop, the loop's result and this row's tool-call counts (replay.py).
+    # With tools: the completion before TRL's tool loop, the loop's result and this row's tool-call counts
+    # (trl_hooks.py).
     tool_rollout: dict | None = None
     # With environment_factory: the prompt TRL generated from, the environment's observation appended.
     generation_prompt: list | str | None = None
@@ -88,90 +87,6 @@ class GeneratedPool:
 
     def local_rows(self) -> list[GeneratedRow]:
         return [row for own in self.own.values() for group in own.groups for row in group]
-
-
-@contextmanager
-def rewards_kept_local():
-    """Within TRL 1.16's `_calculate_rewards`, the module-level `gather` of `trl.trainer.grpo_trainer` serves only
-    its final gather of every process's rewards; skipping it leaves each process its own rows' rewards. Every
-    process skips it alike, so no process waits on a gather another skipped."""
-    if not callable(getattr(trl_grpo, "gather", None)):
-        raise RuntimeError(
-            "dynamic_sampling: trl.trainer.grpo_trainer has no module-level `gather`; this TRL version is not "
-            "supported with dynamic sampling. Set dynamic_sampling=False."
-        )
-    saved = trl_grpo.gather
-    trl_grpo.gather = lambda tensor: tensor
-    try:
-        yield
-    finally:
-        trl_grpo.gather = saved
-
-
-@contextmanager
-def metric_gathers_skipped(accelerator):
-    """Within TRL 1.16's `_generate`, `accelerator.gather` serves only its completion metrics (lengths, truncation,
-    tool calls), which phase 1 discards: the trained batch's are logged by phase 2. Every process skips them alike,
-    so they cost no traffic and no process waits on a gather another skipped. (Prompts and completions that vLLM
-    server mode gathers and scatters go through other functions and are unaffected.)"""
-    patched = accelerator.__dict__.get("gather")
-    accelerator.gather = lambda tensor: tensor
-    try:
-        yield
-    finally:
-        if patched is None:
-            del accelerator.gather
-        else:
-            accelerator.gather = patched
-
-
-@contextmanager
-def engine_awake_across_rounds(trainer):
-    """With vLLM colocate and `vllm_enable_sleep_mode=True`, TRL 1.16's `VLLMGeneration.generate` puts the engine to
-    sleep at level 2 (weights discarded) after every call, so the next call pushes every weight again
-    (`sync_weights`: under ZeRO-3 a full gather). Phase 1's rounds all come before the step's optimizer update: the
-    weights a round's call loaded are the next round's too. Within the block, the engine's sleep is put off to the
-    block's end, and once one is put off, the engine is awake with this step's weights, so the wake-ups and weight
-    pushes that would follow it are skipped. A step's rounds then cost one weight sync and one sleep, as one round
-    does; the engine holds its memory from the first round's generation to the last round's rewards."""
-    generation = getattr(trainer, "vllm_generation", None) if trainer.use_vllm else None
-    if generation is None or generation.mode != "colocate" or not generation.enable_sleep_mode:
-        yield
-        return
-    if not hasattr(generation, "_llm_weights_sleeping"):
-        raise RuntimeError(
-            "dynamic_sampling: TRL's VLLMGeneration has no `_llm_weights_sleeping`; this TRL version is not supported "
-            "with vllm_enable_sleep_mode=True and dynamic sampling. Set vllm_enable_sleep_mode=False."
-        )
-    llm, sync_weights = generation.llm, generation.sync_weights
-    sleep, wake_up = llm.sleep, llm.wake_up
-    put_off: list[tuple] = []  # the last sleep call put off
-
-    def sleep_at_the_end(*args, **kwargs):
-        put_off[:] = [(args, kwargs)]
-
-    def wake_up_unless_awake(*args, **kwargs):
-        if not put_off:
-            wake_up(*args, **kwargs)
-
-    def sync_unless_loaded():
-        if put_off:  # awake since the last sync, and no optimizer update since
-            generation._llm_weights_sleeping = False
-            return
-        sync_weights()
-
-    try:
-        with (
-            _instance_override(llm, "sleep", sleep_at_the_end),
-            _instance_override(llm, "wake_up", wake_up_unless_awake),
-            _instance_override(generation, "sync_weights", sync_unless_loaded),
-        ):
-            yield
-    finally:
-        if put_off:
-            args, kwargs = put_off[0]
-            sleep(*args, **kwargs)
-            generation._llm_weights_sleeping = True
 
 
 class GenerationRoundsMixin:
@@ -269,18 +184,15 @@ class GenerationRoundsMixin:
         # plan's gather goes there (generate_calls.py).
         with self._planned_round():
             prompts, generated, tool_rollouts = generate_like_trl(
-                self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self.accelerator)
+                self, trl_scoring, local_rows, around_generate=lambda: metric_gathers_skipped(self)
             )
         prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, _, _ = generated
         for key, values in extra_fields.items():
             for i, row in enumerate(local_rows):
                 row[key] = values[i] if isinstance(values, list) else values
 
-        pending_logs = self._pending_extra_logs
-        self._pending_extra_logs = type(pending_logs)(list)
-        with rewards_kept_local():
+        with extra_logs_set_aside(self) as round_logs, rewards_kept_local():
             rewards = self._calculate_rewards(local_rows, prompts, completions, completion_ids).cpu()
-        round_logs, self._pending_extra_logs = self._pending_extra_logs, pending_logs
         if rewards.shape[0] != len(local_rows):
             raise RuntimeError(
                 f"dynamic_sampling: TRL's _calculate_rewards returned {rewards.shape[0]} rows for this process's "

@@ -11,29 +11,20 @@ import json
 import math
 import os
 from collections import Counter
-from contextlib import contextmanager
 
 import torch
 from transformers.utils import logging
 
 from ..rewards.overlong import is_soft_overlong_punishment
-from accelerate.utils import gather
 
-from .carry import (
-    carried_rows_in_loss,
-    first_round_extra_groups_after_carry,
-    plan_carry,
-    record_generating_logps,
-    scoring_with_generating_logps,
-)
+from .carry import first_round_extra_groups_after_carry, plan_carry, record_generating_logps
 from .carry_checkpoint import load_carried_groups, save_carried_groups
 from .carried_ratio import CarriedRatioWindow
 from .generate_calls import GenerateCallsMixin
 from .options import resolve_sampling_options
 from .placement import CarriedGroups, TrainedBatch, place_batch
-from .replay import first_turn, replay_row, replaying_tools_and_environments
 from .reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
-from .rounds import GeneratedPool, GeneratedRow, GenerationRoundsMixin, engine_awake_across_rounds
+from .rounds import GeneratedPool, GenerationRoundsMixin
 from .row_exchange import exchange_objects
 from .selection import (
     NO_SIGNAL_STEPS,
@@ -47,6 +38,14 @@ from .selection import (
 from .shares import group_ref, share_flags
 from .skipping_trainer import PromptSkippingMixin
 from .stream import StreamRefill
+from .trl_hooks import (
+    carried_rows_in_loss,
+    engine_awake_across_rounds,
+    replay_row,
+    replaying_generation_and_rewards,
+    replaying_tools_and_environments,
+    scoring_with_generating_logps,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -121,7 +120,7 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         with engine_awake_across_rounds(self):
             batch = self._sample_informative_batch(inputs)
         with (
-            self._replaying(batch.local),
+            replaying_generation_and_rewards(self, batch.local),
             replaying_tools_and_environments(self, batch.local),
             scoring_with_generating_logps(self, batch.local, batch.carried_rows) as complete,
         ):
@@ -282,44 +281,6 @@ class DynamicSamplingMixin(GenerationRoundsMixin, GenerateCallsMixin, PromptSkip
         metrics["dynamic_sampling/generated_tokens"].append(tokens)
         # TRL's `reward` covers the trained (informative) groups only; this is what it would show without filtering.
         metrics[ALL_GROUPS_REWARD_METRIC].append(reward_sum / completions)
-
-    # Phase 2: replay into TRL's scoring pass.
-
-    @contextmanager
-    def _replaying(self, local: list[GeneratedRow]):
-        local_rewards = torch.tensor([row.rewards for row in local], device=self.accelerator.device)
-        extra_keys = sorted({key for row in local for key in row.extra})
-
-        def replay_generation(prompts, trainer):
-            turns = [first_turn(row) for row in local]
-            output = {
-                "prompt_ids": [row.prompt_ids for row in local],
-                "completion_ids": [ids for ids, _ in turns],
-                "logprobs": None if local[0].logprobs is None else [logprobs for _, logprobs in turns],
-            }
-            # With tools, TRL's (replayed) tool loop returns the mask; without, a rollout hook's `env_mask` is one.
-            if local[0].tool_mask is not None and not self.tools:
-                output["env_mask"] = [row.tool_mask for row in local]
-            for key in extra_keys:
-                output[key] = [row.extra.get(key) for row in local]
-            return output
-
-        def replay_rewards(inputs, prompts, completions, completion_ids_list):
-            # As `GRPOTrainer._calculate_rewards` ends: every process's rewards, in process order.
-            return gather(local_rewards)
-
-        saved_rollout_func = self.rollout_func
-        # TRL's rollout hook is its one entry point that accepts ready-made completions; `_generate` still
-        # decodes them and logs the completion metrics of the trained batch.
-        self.rollout_func = replay_generation
-        self._calculate_rewards = replay_rewards
-        for column in sorted({column for row in local for column in row.extra_logs}):
-            self._pending_extra_logs[column].extend(row.extra_logs.get(column) for row in local)
-        try:
-            yield
-        finally:
-            self.rollout_func = saved_rollout_func
-            del self._calculate_rewards
 
     # Checkpointing: the refill sampler continues after a resume instead of replaying the same prompts.
 

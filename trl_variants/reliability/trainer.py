@@ -18,6 +18,7 @@ import torch
 from accelerate.utils import gather
 from transformers.utils import logging
 
+from ..dynamic_sampling.trl_hooks import reward_funcs_replaced
 from .checkpoints import checkpoint_problems, last_complete_checkpoint
 from .data_checks import dataset_problems, resumable_sampler
 from .reward_guard import RewardFailure, failure_error, guard_reward_funcs
@@ -61,13 +62,9 @@ class ReliabilityMixin:
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         failures: list[RewardFailure] = []
-        reward_funcs = self.reward_funcs
         # The guards live only for this call, so `self.reward_funcs` keeps the user's objects everywhere else.
-        self.reward_funcs = guard_reward_funcs(reward_funcs, self.reward_func_names, failures)
-        try:
+        with reward_funcs_replaced(self, guard_reward_funcs(self.reward_funcs, self.reward_func_names, failures)):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        finally:
-            self.reward_funcs = reward_funcs
         self._stop_all_processes_on_reward_failure(failures)
         return rewards_per_func
 

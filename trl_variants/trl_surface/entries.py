@@ -79,7 +79,8 @@ ENTRIES = (
     SurfaceEntry(
         "GRPOTrainer._calculate_rewards",
         "(inputs, prompts, completions, completion_ids_list) -> tensor (rows of every process, reward functions): "
-        "calls each of self.reward_funcs (read at call time), then one module-level `gather` of the local rewards.",
+        "calls each of self.reward_funcs (read at call time), then one module-level `gather` of the local rewards "
+        "(trl_hooks: rewards_kept_local, replaying_generation_and_rewards, reward_funcs_replaced).",
     ),
     SurfaceEntry(
         "GRPOTrainer._compute_loss",
@@ -144,20 +145,23 @@ ENTRIES = (
         "(prompts) -> (prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, "
         "tool_images): read as an instance attribute by its caller (so an instance override intercepts it); uses "
         "self.rollout_func (dict with prompt_ids, completion_ids, logprobs, env_mask, extra keys) when set, runs "
-        "self._tool_call_loop with tools, and uses accelerator.gather only for its completion metrics.",
+        "self._tool_call_loop with tools, and uses accelerator.gather only for its completion metrics (trl_hooks: "
+        "generate_like_trl, metric_gathers_skipped, replaying_generation_and_rewards).",
     ),
     SurfaceEntry(
         "GRPOTrainer._tool_call_loop",
         "(prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields) -> (tool_mask, "
         "completions, completion_ids, logprobs, tool_call_count, tool_failure_count, tool_images); read as an "
         "instance attribute; executes tools from self._sync_tool_dicts / self._async_tool_dicts, counting calls of "
-        "the first max_tool_calling_iterations assistant messages.",
+        "the first max_tool_calling_iterations assistant messages (trl_hooks: generate_like_trl, "
+        "replaying_tools_and_environments).",
     ),
     SurfaceEntry(
         "GRPOTrainer._get_per_token_logps_and_entropies",
         "(model, input_ids, attention_mask, logits_to_keep, batch_size=None, ...) -> (logps, entropies, aux): read "
         "as an instance attribute by _generate_and_score_completions and _compute_loss; rows are independent, one "
-        "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids).",
+        "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids; "
+        "trl_hooks.next_logps_call_through).",
     ),
     SurfaceEntry(
         "GRPOTrainer._get_output_dir",
@@ -166,7 +170,7 @@ ENTRIES = (
     SurfaceEntry(
         "trl.trainer.grpo_trainer.gather",
         "The module-level name `_calculate_rewards` calls for its final gather of the rewards (and nothing else "
-        "while rewards are computed); rewards_kept_local replaces it for a call.",
+        "while rewards are computed); trl_hooks.rewards_kept_local replaces it for a call.",
         f"{GRPO}:gather",
     ),
     SurfaceEntry(
@@ -175,7 +179,7 @@ ENTRIES = (
         "`self.sync_weights()` when `self._llm_weights_sleeping`, wakes the KV cache with "
         "`self.llm.wake_up(tags=[\"kv_cache\"])`, and after generating calls `self.llm.sleep(level=2)` and sets "
         "`_llm_weights_sleeping`; `sync_weights` wakes the weights with `self.llm.wake_up` and pushes every weight. "
-        "engine_awake_across_rounds (dynamic_sampling/rounds.py) reads these as instance attributes, and puts off the "
+        "trl_hooks.engine_awake_across_rounds reads these as instance attributes, and puts off the "
         "sleep and skips the wake-ups and pushes between a step's rounds.",
         "trl/generation/vllm_generation.py:VLLMGeneration",
     ),
@@ -330,5 +334,11 @@ ENTRIES = (
         "(launch_args: list of str) -> list of str with `--accelerate_config NAME_OR_PATH` turned into accelerate's "
         "`--config_file PATH` (a name resolved to the file TRL ships).",
         "trl/cli/accelerate_config.py:resolve_accelerate_config_argument",
+    ),
+    SurfaceEntry(
+        "trl.cli.commands.training._subtract_subsequence",
+        "(lst: list of str, subseq: list of str) -> lst with the ordered subsequence subseq taken out (the "
+        "launcher's flags out of the command line, leaving the training script's).",
+        "trl/cli/commands/training.py:_subtract_subsequence",
     ),
 )

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import torch  # noqa: E402
 
 import trl_variants.dynamic_sampling.trainer as sampling_rounds  # noqa: E402
+import trl_variants.dynamic_sampling.trl_hooks as trl_hooks  # noqa: E402
 from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
     CountingEnvironment,
     make_episode_reward,
@@ -57,7 +58,7 @@ sampling_rounds.select_groups = recording_select_groups
 
 # What phase 2 hands TRL as the batch's rewards: the gather of each rank's trained rows' rewards.
 gathered_rewards: list[list] = []
-_gather = sampling_rounds.gather
+_gather = trl_hooks.gather
 
 
 def recording_gather(tensor):
@@ -66,7 +67,7 @@ def recording_gather(tensor):
     return gathered
 
 
-sampling_rounds.gather = recording_gather
+trl_hooks.gather = recording_gather
 
 
 def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=PER_DEVICE_BATCH, **config_overrides):
