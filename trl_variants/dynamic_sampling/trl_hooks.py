@@ -25,8 +25,6 @@ Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`):
   gives carried rows their generating policy's log-probs (carry.py explains why).
 Every step (`reliability/trainer.py`):
 - `reward_funcs_replaced`: `reward_funcs` swapped for guarded ones during one `_calculate_rewards` call.
-The real-model example (`real/progress.py`):
-- `observe_calls`: `_generate_single_turn` and `compute_loss` wrapped on the instance to follow a step's progress.
 
 Replay of tools and environments. Phase 1 must generate exactly as `GRPOTrainer._generate_and_score_completions`
 does, which prepares the prompts before it calls `_generate`: it draws one environment instance per rollout and
@@ -547,17 +545,3 @@ def reward_funcs_replaced(trainer, reward_funcs: list):
         yield
     finally:
         trainer.reward_funcs = saved
-
-
-# The real-model example's progress display.
-
-
-def observe_calls(trainer, name: str, wrap) -> None:
-    """Replaces `trainer.<name>` on the instance, for the trainer's life, by `wrap(current)`, `current` being what it
-    replaces; `real/progress.py`'s heartbeat follows TRL's `_generate_single_turn` and `compute_loss` (and dynamic
-    sampling's `_settle_round`) so, and nothing else is changed.
-
-    TRL layout: `_generate` calls `self._generate_single_turn` and transformers' training step calls
-    `self.compute_loss`, both read as instance attributes. Entry: `GRPOTrainer._generate_single_turn`
-    (`compute_loss` is transformers' public `Trainer` API)."""
-    setattr(trainer, name, wrap(getattr(trainer, name)))
