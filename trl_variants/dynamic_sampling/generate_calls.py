@@ -100,7 +100,8 @@ class CallMemory(CallMeasurements):
         super().__init__()
         self.device_memory = DeviceMemory(device)
         self.last_plan: int | None = None
-        self.logged: bool | str = False
+        # Which of the two lines was logged: the absence of a plan (once, and never after a plan), and the first plan.
+        self.logged_no_plan = self.logged_plan = False
 
 
 def agreed_calls(cap: int | None, splittable: bool, device: torch.device) -> tuple[int | None, bool]:
@@ -354,16 +355,16 @@ class GenerateCallsMixin:
         rows = memory.rows(free, prompt_tokens, self.max_completion_length, unit, batch_rows)
         memory.last_plan = rows
         if rows is None:
-            if not memory.logged:
-                memory.logged = True
+            if not (memory.logged_no_plan or memory.logged_plan):
+                memory.logged_no_plan = True
                 why = "no call measured yet" if free is not None else f"no memory reading on {self.accelerator.device}"
                 logger.info(
                     f"Generation calls: one generation batch per process ({batch_rows} rows, GRPOTrainer's call) "
                     f"until a plan exists ({why})."
                 )
             return batch_rows
-        if memory.logged != "plan":
-            memory.logged = "plan"
+        if not memory.logged_plan:
+            memory.logged_plan = True
             logger.info(
                 f"Generation memory plan: calls of at most {rows} rows on process {self.accelerator.process_index}, "
                 f"from {len(memory.calls)} measured call(s), {free / 2**30:.1f} GiB free, "
