@@ -8,13 +8,12 @@ import os
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
 from trl_variants.rewards.overlong import SoftOverlongPunishment
 
 from ..ref_formulas import soft_overlong_punishment
-from ..reliability.test_resume import InterruptAtStep
 from ..test_model_card_quick_start import quick_start_code, run_snippet
 from .conftest import TINY_RUN
 
@@ -120,14 +119,25 @@ def test_dr_grpo_trains_saves_reloads_generates_and_its_card_runs(smollm2, arith
     assert run_snippet(code.replace("max_new_tokens=128", "max_new_tokens=8"), tmp_path, monkeypatch).strip()
 
 
+class InterruptAfterLoggingStep(TrainerCallback):
+    """Stands in for Ctrl-C: raises KeyboardInterrupt once `step` has been trained and logged, before it is saved."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == self.step and "loss" in (logs or {}):
+            raise KeyboardInterrupt
+
+
 def test_resume_from_a_checkpoint_logs_the_uninterrupted_runs_losses(smollm2_path, arithmetic, tmp_path):
     from trl_variants.smollm2 import load_smollm2
 
     train, _ = arithmetic
 
-    def trainer_for(output_dir, save_strategy, callbacks=()):
+    def trainer_for(output_dir, callbacks=()):
         model, tokenizer = load_smollm2()
-        settings = {**TINY_RUN, "save_strategy": save_strategy, "save_steps": 1}
+        settings = {**TINY_RUN, "save_strategy": "steps", "save_steps": 1}
         config = DAPOConfig(str(output_dir), **settings, max_steps=2, overlong_buffer_length=6)
         return DAPOTrainer(model, [train.reward_func], args=config, train_dataset=train.dataset,
                            processing_class=tokenizer, callbacks=list(callbacks))
@@ -135,16 +145,16 @@ def test_resume_from_a_checkpoint_logs_the_uninterrupted_runs_losses(smollm2_pat
     def losses(trainer):
         return {entry["step"]: entry["loss"] for entry in trainer.state.log_history if "loss" in entry}
 
-    # Saving reads the model, optimizer, RNG and sampling state without changing them, so the uninterrupted run
-    # need not save.
-    uninterrupted = trainer_for(tmp_path / "full", "no")
-    uninterrupted.train()
-    interrupted = trainer_for(tmp_path / "run", "steps", [InterruptAtStep(2)])
+    # The run is stopped only after its last step was trained and logged: its log up to there is the uninterrupted
+    # run's, so no second full run is trained (a 135M-parameter model: the largest cost of this test). Ctrl-C then
+    # comes before step 2 is saved, so the last complete checkpoint is step 1's.
+    interrupted = trainer_for(tmp_path / "run", [InterruptAfterLoggingStep(2)])
     with pytest.raises(KeyboardInterrupt):
         interrupted.train()
+    assert sorted(losses(interrupted)) == [1, 2]
     assert sorted(name for name in os.listdir(tmp_path / "run") if name.startswith("checkpoint")) == ["checkpoint-1"]
-    resumed = trainer_for(tmp_path / "run", "steps")
+    resumed = trainer_for(tmp_path / "run")
     resumed.train(resume_from_checkpoint=True)
     # Step 1 comes from the checkpoint's log; step 2 was trained after the resume. Computed alike on this machine:
     # model, optimizer, RNG, data order and dynamic-sampling state are restored.
-    assert losses(resumed) == losses(uninterrupted) and sorted(losses(resumed)) == [1, 2]
+    assert losses(resumed) == losses(interrupted) and sorted(losses(resumed)) == [1, 2]
