@@ -77,10 +77,10 @@ class VariantParser(TrlParser):
             (VariantScriptArguments, variant.config_class, ModelConfig, DatasetMixtureConfig),
             prog=command,
             usage=f"{command} [--config RECIPE.yaml] [--accelerate_config NAME|PATH] [--FIELD VALUE ...]",
-            description=f"{variant.description}. --config RECIPE.yaml reads any field below from YAML (flags win); "
-            "--accelerate_config NAME|PATH relaunches under `accelerate launch` with one of TRL's configs (zero1, "
-            "zero2, zero3, fsdp1, fsdp2, multi_gpu, single_gpu) or a YAML file, and any `accelerate launch` flag "
-            "(--num_processes, ...) then passes through.",
+            description=f"{variant.description}. --config RECIPE.yaml reads any field below from YAML (flags win; "
+            "`none` unsets an optional field); --accelerate_config NAME|PATH relaunches under `accelerate launch` "
+            "with one of TRL's configs (zero1, zero2, zero3, fsdp1, fsdp2, multi_gpu, single_gpu) or a YAML file, "
+            "and any `accelerate launch` flag (--num_processes, ...) then passes through.",
         )
         self._negative_number_matcher = NEGATIVE_NUMBER
         self.launch_options, self.recipe_path = launch_options, recipe_path

@@ -30,7 +30,5 @@ def check_output_dir(path: str) -> None:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as error:
-        raise CliUsageError(
-            f"output_dir {path!r} cannot be written ({error.strerror or error}); pass a writable folder to "
-            "--output_dir."
-        ) from None
+        reason = f"cannot be written ({error.strerror or error})"
+        raise CliUsageError(f"output_dir {path!r} {reason}; pass a writable folder to --output_dir.") from None

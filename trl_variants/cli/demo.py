@@ -1,11 +1,8 @@
-"""`trl-variants demo`: watch a policy learn from rewards, offline, on a CPU, in about a minute on 2 cores.
-
-The policy is the embedded toy task's tiny Qwen2 model, warm-started with a little supervised training on addition
-problems `a+b=` with operands up to 19 so that it answers some of them. The variant then trains it with the +1/-1
-correctness reward only, and its greedy accuracy is measured on held-out problems it never trained on, before and
-after. The output folder appears under its name only once complete: the trained policy and its model card,
-training_log.jsonl (a JSON object per step), training_curves.png and demo_summary.json (the numbers, written last).
-"""
+"""`trl-variants demo`: watch a policy learn from rewards, offline, on a CPU, in about a minute on 2 cores: the toy
+task's tiny Qwen2 model, warm-started on addition problems `a+b=` so that it answers some, is trained with the +1/-1
+correctness reward, and its greedy accuracy on held-out problems is measured before and after. The output folder
+appears only once complete: the policy and its model card, training_log.jsonl, training_curves.png and
+demo_summary.json (the numbers, written last)."""
 
 import json
 import shutil

@@ -1,10 +1,6 @@
-"""Relaunching a training command through `accelerate launch`, as `trl grpo --accelerate_config zero2` does.
-
-`--accelerate_config NAME` names one of the accelerate configs bundled with TRL (`zero1`, `zero2`, `zero3`,
-`fsdp1`, `fsdp2`, `multi_gpu`, `single_gpu`), used in place, or a YAML file of your own. Other `accelerate launch`
-flags (`--num_processes`, `--num_machines`, `--machine_rank`, `--main_process_ip`, ...) pass through. Each process
-then runs `python -m trl_variants.cli <variant> <training flags>`.
-"""
+"""Relaunching a training command through `accelerate launch`, as `trl grpo --accelerate_config zero2` does:
+`--accelerate_config` names one of TRL's bundled accelerate configs (used in place) or a YAML file, other
+`accelerate launch` flags pass through, and each process runs `python -m trl_variants.cli <variant> <flags>`."""
 
 import importlib.metadata
 import importlib.resources

@@ -1,15 +1,7 @@
-"""The `trl-variants` command.
-
-    trl-variants demo                                    # offline CPU demo: the toy policy learns with DAPO
-    trl-variants dapo --config examples/recipes/dapo_qwen2.5_7b.yaml
-    trl-variants dr-grpo --model_name_or_path Qwen/Qwen2.5-Math-1.5B --dataset_name ... --reward_funcs accuracy_reward
-    trl-variants grpo ...                                # TRL's GRPO through the same launcher, as a baseline
-    trl-variants dapo --config recipe.yaml --accelerate_config zero3 --num_processes 8
-
-Mistakes in the input print one line starting with `trl-variants: error:` and exit with code 2; a run stopped by
-something the user can change (dynamic sampling out of rounds, the Hub out of reach) prints one such line and
-exits with 1. The demo's options are read here, before torch loads, so that its mistakes answer at once.
-"""
+"""The `trl-variants` command (`USAGE` below). Mistakes in the input print one line starting with
+`trl-variants: error:` and exit with code 2; a run stopped by something the user can change (dynamic sampling out
+of rounds, the Hub out of reach) prints one such line and exits with 1. The demo's options are read here, before
+torch loads, so that its mistakes answer at once."""
 
 import argparse
 import difflib

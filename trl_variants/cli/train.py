@@ -148,11 +148,14 @@ def check_model_source(flag: str, value: str, revision: str | None = None) -> No
     lacking = [what for what, found in (("config.json", files & {"config.json", "adapter_config.json"}),
                ("weights file", any(name.endswith(WEIGHT_SUFFIXES) for name in files)),
                ("tokenizer", files & TOKENIZER_FILES)) if not found]  # fmt: skip
-    if not os.path.isdir(path) or lacking:
-        problem = f"has no {', no '.join(lacking)} (found {sorted(files)[:8]})" if os.path.isdir(path) else \
-            "is a file" if os.path.exists(path) else "does not exist"  # fmt: skip
-        raise CliUsageError(f"{flag}={value!r}: {path} {problem}; pass the folder `save_pretrained` wrote "
-                            "(config.json, the weights and the tokenizer) or a Hub model id.")  # fmt: skip
+    if not os.path.isdir(path):
+        problem = "is a file" if os.path.exists(path) else "does not exist"
+    elif lacking:
+        problem = f"has no {', no '.join(lacking)} (found {sorted(files)[:8]})"
+    else:
+        return
+    raise CliUsageError(f"{flag}={value!r}: {path} {problem}; pass the folder `save_pretrained` wrote (config.json, "
+                        "the weights and the tokenizer) or a Hub model id.")
 
 
 def check_hub_repo(flag: str, value: str, repo_type: str, revision: str | None = None) -> None:
