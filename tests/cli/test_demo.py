@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl_variants.cli import demo, main
 from trl_variants.cli.common import CliUsageError
 from trl_variants.cli.demo import DEMO_TASK, LOG_FILE, PLOT_FILE, SUMMARY_FILE, check_replaceable, run_demo
-from trl_variants.dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC
+from trl_variants.dynamic_sampling.selection import ALL_GROUPS_REWARD_METRIC
 from trl_variants.toy import greedy_accuracy
 from trl_variants.toy.data import split_problems
 

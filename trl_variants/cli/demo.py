@@ -18,7 +18,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as transformers_logging
 
-from ..dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC
+from ..dynamic_sampling.selection import ALL_GROUPS_REWARD_METRIC
 from ..log_records import step_record
 from ..machine import describe_machine
 from ..toy import greedy_accuracy, make_toy_task
