@@ -7,7 +7,7 @@ import argparse
 import difflib
 import sys
 
-from .common import VARIANT_COMMANDS, CliRunError, CliUsageError, check_output_dir
+from .common import VARIANT_COMMANDS, CliRunError, CliUsageError, check_output_dir, one_line
 
 USAGE = """usage: trl-variants {demo,dapo,dr-grpo,grpo} [options]
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return training_command(command, options)
     except (CliUsageError, CliRunError) as error:
-        print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"trl-variants: error: {one_line(error)}", file=sys.stderr)
         return 1 if isinstance(error, CliRunError) else 2
     except KeyboardInterrupt:  # the demo has removed its staging folder; a training run keeps its checkpoints
         print("trl-variants: interrupted", file=sys.stderr)

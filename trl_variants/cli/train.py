@@ -79,7 +79,8 @@ def run_training(variant: Variant, command: ParsedCommand) -> None:
                 peft_config=get_peft_config(model_args), quantization_config=get_quantization_config(model_args),
             )  # fmt: skip
         except Exception as error:
-            raise_hub_failure(error, "nothing was trained; pass --push_to_hub false to train without pushing")
+            if args.push_to_hub:  # else a Hub error here is the model's download, not the repository's creation
+                raise_hub_failure(error, "nothing was trained; pass --push_to_hub false to train without pushing")
             if isinstance(error, ValueError):  # the Trainer's own checks of its arguments
                 raise CliUsageError(one_line(error)) from None
             raise
