@@ -36,9 +36,11 @@ import argparse
 import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.collective_traffic.collective_traffic_report import (  # noqa: F401
@@ -86,18 +88,39 @@ def run_worker(args) -> None:
         return select_groups(*call_args, **call_kwargs)
 
     sampling_trainer.select_groups = sampling_select_groups
+    # Versions that gather every round's rows to every process (`gather_object(records)`): what this process sends.
+    gathered = {"calls": 0, "rows": 0, "bytes": 0, "ids": 0, "logprobs": 0}
+    if hasattr(sampling_trainer, "gather_object"):
+        gather_object = sampling_trainer.gather_object
+
+        def measuring_gather_object(objects):
+            if objects and all(type(row).__name__ == "GeneratedRow" for row in objects):
+                gathered["calls"] += 1
+                gathered["rows"] += len(objects)
+                gathered["bytes"] += len(pickle.dumps(objects))  # as `all_gather_object` pickles it
+                gathered["ids"] += sum(len(row.prompt_ids) + len(row.completion_ids) for row in objects)
+                gathered["logprobs"] += sum(len(row.logprobs or []) for row in objects)
+            return gather_object(objects)
+
+        sampling_trainer.gather_object = measuring_gather_object
 
     class Window(TrainerCallback):
-        """Counts from the first optimizer step on, and notes how many rows had been generated as each step began."""
+        """Counts from the first optimizer step on, notes how many rows had been generated as each step began, and
+        times each optimizer step (wall clock, `on_step_begin` to `on_step_end`)."""
 
         def __init__(self, generated: list[int]):
-            self.generated, self.step_starts = generated, []
+            self.generated, self.step_starts, self.step_seconds = generated, [], []
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == 0:
                 traffic.bytes = traffic.calls = 0
                 memory.reset()
+                gathered.update(dict.fromkeys(gathered, 0))
             self.step_starts.append(sum(self.generated))
+            self.began = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.step_seconds.append(time.perf_counter() - self.began)
 
     task = make_toy_task(seed=0, warm_start_steps=20)
     pristine = copy.deepcopy(task.model)
@@ -158,6 +181,8 @@ def run_worker(args) -> None:
             / args.steps,
             "received_rows_per_step": sum(received_rows[-args.steps :]) / args.steps if received_rows else None,
             "losses": [entry["loss"] for entry in logs],
+            "step_seconds": window.step_seconds,
+            "gathered_rows": dict(gathered),
         }
         del trainer
     rank = int(os.environ["RANK"])
@@ -218,6 +243,11 @@ def summarize(ranks: list[dict]) -> dict:
             if values[0]["received_rows_per_step"] is None
             else sum(v["received_rows_per_step"] for v in values) / len(values),
             "losses": values[0]["losses"],
+            # The first step carries first-call setup: mean over the later steps, then over processes.
+            # What the gather design's processes sent of their generated rows, summed over processes.
+            "gathered_rows": {key: sum(v["gathered_rows"][key] for v in values) for key in values[0]["gathered_rows"]},
+            "seconds_per_step": sum(sum(v["step_seconds"][1:]) / len(v["step_seconds"][1:]) for v in values)
+            / len(values),
         }
     return summary
 
@@ -260,12 +290,16 @@ def main() -> None:
                 for seed in args.seeds:
                     for name, package_dir in packages.items():
                         out_dir = Path(scratch) / f"{name}_{processes}_{length}_{seed}"
+                        load_before = os.getloadavg()
                         ranks = launch(package_dir, processes, length, args.steps, seed, out_dir)
+                        # The machine's load beside the times: other work on its cores slows every step.
+                        load = {"before": load_before, "after": os.getloadavg()}
                         summary = summarize(ranks)
                         results.setdefault((name, processes, length), {})[seed] = summary
-                        raw[f"{name}/{processes}/{length}/{seed}"] = {"summary": summary, "ranks": ranks}
-                        print(f"{name} P={processes} L={length} seed={seed}:",
-                              {arm: round(v["bytes_per_step"]) for arm, v in summary.items()}, flush=True)  # fmt: skip
+                        raw[f"{name}/{processes}/{length}/{seed}"] = {"summary": summary, "ranks": ranks, "load": load}
+                        print(f"{name} P={processes} L={length} seed={seed} load={load['after'][0]:.2f}:",
+                              {arm: (round(v["bytes_per_step"]), round(v["seconds_per_step"], 3))
+                               for arm, v in summary.items()}, flush=True)  # fmt: skip
     machine = describe_machine()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report(results, machine, args.steps))
