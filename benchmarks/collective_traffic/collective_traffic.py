@@ -28,6 +28,11 @@ element size of a rewards tensor), the element size of its generating log-probs 
 rows and bytes, is sampled after every collective and at the keep/drop decision. `GRPOTrainer` keeps no such
 record; its own rows per process are reported instead.
 
+Time: wall seconds per optimizer step (`on_step_begin` to `on_step_end`), the first step excluded; the 1-minute
+load average before and after each torchrun is saved beside it, since other work on the machine slows every step.
+In versions that gather every round's rows to every process (`gather_object(records)`, e.g. 9f9d3f7), the pickled
+size of the rows each process sends and the token ids and log-probs in them are recorded too.
+
 The reward is keyed on the prompt (an even first operand makes a group informative, any other prompt gives every
 completion 0), so about half the groups are informative and the rounds are the same for every package.
 """
