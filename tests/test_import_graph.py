@@ -15,6 +15,7 @@ PACKAGE_ROOT = REPO / "trl_variants"
 LAYERS = (
     {"_compat", "_lazy", "machine", "log_records", "model_card", "smollm2", "variant_args", "vllm_cpu", "rewards", "toy",
      "trl_surface"},
+    {"experimental"},
     {"dynamic_sampling"},
     {"reliability"},
     {"dapo", "dr_grpo"},

@@ -8,7 +8,7 @@ import torch
 from transformers import TrainerCallback
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC, total_reward_sum
+from trl_variants.dynamic_sampling.selection import ALL_GROUPS_REWARD_METRIC, total_reward_sum
 from trl_variants.toy import toy_accuracy_reward
 
 from .helpers import toy_config, toy_trainer

@@ -191,7 +191,7 @@ def test_trl_own_punishment_is_recognised_too(tmp_path):
     # Listed first, TRL's punishment must not be taken for the accuracy reward that dynamic sampling filters on.
     config = toy_config(DAPOConfig, tmp_path, dynamic_sampling=True)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[trl_punishment, *task.reward_funcs])
-    assert trainer._sampling_metric_index == 1
+    assert trainer.dynamic_sampler.metric_index == 1
 
 
 def test_a_user_supplied_punishment_alone_is_kept(tmp_path):

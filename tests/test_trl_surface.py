@@ -72,8 +72,8 @@ def test_each_config_docstring_names_what_it_overrides(config):
 
 def test_the_override_count_sees_mixin_methods_and_skips_generated_ones():
     found = overrides(DAPOTrainer, GRPOTrainer)
-    assert found["_generate_single_turn"].__name__ == "GenerateCallsMixin"
-    assert found["_get_dataloader"].__name__ == "PromptSkippingMixin"
+    assert found["_generate_single_turn"].__name__ == "DynamicSamplingMixin"
+    assert found["_get_dataloader"].__name__ == "DynamicSamplingMixin"
     assert "__repr__" not in overrides(DAPOConfig, GRPOConfig)  # written by @dataclass
 
 

@@ -38,7 +38,7 @@ completion 0), so about half the groups are informative and the rounds are the s
 """
 
 import argparse
-import importlib
+import importlib.util
 import json
 import os
 import pickle
@@ -74,29 +74,36 @@ def run_worker(args) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     import trl_variants
-    import trl_variants.dynamic_sampling.trainer as sampling_trainer
     from trl_variants import DAPOConfig, DAPOTrainer
     from trl_variants.toy import make_toy_task
 
     assert Path(trl_variants.__file__).resolve().is_relative_to(Path(args.package_dir).resolve()), trl_variants.__file__
     torch.set_num_threads(1)
     memory = RowMemory()
-    # A generated row's record: imported by `trainer` in the versions compared before, read from `rounds` now.
-    memory.track(getattr(sampling_trainer, "GeneratedRow", None)
-                 or importlib.import_module("trl_variants.dynamic_sampling.rounds").GeneratedRow)  # fmt: skip
+    # A generated row's record, and the module whose `select_groups` the step's decision calls: `placement` and
+    # `selection` now, `trainer` (and `rounds`) in the versions compared before.
+    modules = [importlib.import_module(f"trl_variants.dynamic_sampling.{name}") for name in ("trainer", "placement")
+               if importlib.util.find_spec(f"trl_variants.dynamic_sampling.{name}")]  # fmt: skip
+    if importlib.util.find_spec("trl_variants.dynamic_sampling.rounds"):
+        modules.append(importlib.import_module("trl_variants.dynamic_sampling.rounds"))
+    memory.track(next(module.GeneratedRow for module in modules if hasattr(module, "GeneratedRow")))
     traffic = Traffic(on_call=memory.sample)
     traffic.install()
-    select_groups = sampling_trainer.select_groups
+    deciding = modules[0] if hasattr(modules[0], "select_groups") else importlib.import_module(
+        "trl_variants.dynamic_sampling.selection"
+    )
+    select_groups = deciding.select_groups
 
     def sampling_select_groups(*call_args, **call_kwargs):
         memory.sample()
         return select_groups(*call_args, **call_kwargs)
 
-    sampling_trainer.select_groups = sampling_select_groups
+    deciding.select_groups = sampling_select_groups
     # Versions that gather every round's rows to every process (`gather_object(records)`): what this process sends.
     gathered = {"calls": 0, "rows": 0, "bytes": 0, "ids": 0, "logprobs": 0}
-    if hasattr(sampling_trainer, "gather_object"):
-        gather_object = sampling_trainer.gather_object
+    gathering = modules[0]  # `trainer`, whose `_generate_round` called `gather_object(records)`
+    if hasattr(gathering, "gather_object"):
+        gather_object = gathering.gather_object
 
         def measuring_gather_object(objects):
             if objects and all(type(row).__name__ == "GeneratedRow" for row in objects):
@@ -107,7 +114,7 @@ def run_worker(args) -> None:
                 gathered["logprobs"] += sum(len(row.logprobs or []) for row in objects)
             return gather_object(objects)
 
-        sampling_trainer.gather_object = measuring_gather_object
+        gathering.gather_object = measuring_gather_object
 
     class Window(TrainerCallback):
         """Counts from the first optimizer step on, notes how many rows had been generated as each step began, and
@@ -159,14 +166,14 @@ def run_worker(args) -> None:
         trainer._generate = counting_generate
         received_rows = []
         if hasattr(trainer, "_exchange_rows"):  # versions with the row exchange: rows received to train or carry
-            exchange_rows = trainer._exchange_rows
+            exchange_rows = trainer.dynamic_sampler.exchange_rows
 
             def counting_exchange(outgoing, senders, exchange_rows=exchange_rows, received_rows=received_rows):
                 received = exchange_rows(outgoing, senders)
                 received_rows.append(sum(len(rows) for rows in received.values()))
                 return received
 
-            trainer._exchange_rows = counting_exchange
+            trainer.dynamic_sampler.exchange_rows = counting_exchange
         trainer.train()
         logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_runtime" not in entry]
         replayed = PER_DEVICE_BATCH if arm != ARMS[0] else 0  # TRL's scoring pass of the kept rows

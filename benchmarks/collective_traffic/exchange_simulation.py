@@ -4,13 +4,13 @@
         [--runs 20] [--steps 100] [--output benchmarks/collective_traffic/results/exchange_simulation.md]
 
 Every step, each process's groups are informative with probability q, independently. The step is then decided by
-the package's own functions, as `DynamicSamplingMixin._sample_informative_batch` composes them: the first round's
-size (`carry.first_round_extra_groups_after_carry`), the round's generation calls (`GenerationRoundsMixin
-._round_calls`, the plain-`generate` path the benchmarks run) and their shares (`shares.segment_shares`), the
+the package's own functions, as `DynamicSampler.sample_batch` composes them: the first round's
+size (`selection.first_round_extra_groups_after_carry`), the round's generation calls (`DynamicSampler
+.round_calls`, the plain-`generate` path the benchmarks run) and their shares (`selection.segment_shares`), the
 refill rounds (`selection.groups_to_request`, up to `dynamic_sampling_max_rounds`), the selection
-(`selection.select_groups` on `shares.share_flags`, `dynamic_sampling_on_exhausted="fill"`), the surplus carried
-(`carry.plan_carry`), the pass-rate estimate (`selection.PassRateTracker`) and the plan of the exchange
-(`exchange.plan_exchange`, `exchange.plan_carry_destinations`). The glue mirrored here is that method's loop and
+(`selection.select_groups` on `selection.share_flags`, `dynamic_sampling_on_exhausted="fill"`), the surplus carried
+(`selection.plan_carry`), the pass-rate estimate (`selection.PassRateTracker`) and the plan of the exchange
+(`placement.plan_exchange`, `placement.plan_carry_destinations`). The glue mirrored here is that method's loop and
 the three lines of `placement.place_batch` that list each group's holders and count the rows that change process.
 
 Per step it records the rows the exchange moves (trained and carried rows that change process), divided by the
@@ -31,23 +31,32 @@ from types import SimpleNamespace
 
 from benchmarks.shared.output import command_line
 from benchmarks.shared.stats import t_interval
-from trl_variants.dynamic_sampling.carry import first_round_extra_groups_after_carry, plan_carry
-from trl_variants.dynamic_sampling.exchange import plan_carry_destinations, plan_exchange
-from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin
-from trl_variants.dynamic_sampling.selection import PassRateTracker, groups_to_request, select_groups
-from trl_variants.dynamic_sampling.shares import group_ref, segment_shares, share_flags
+from trl_variants.dynamic_sampling.placement import plan_carry_destinations, plan_exchange
+from trl_variants.dynamic_sampling.sampler import DynamicSampler
+from trl_variants.dynamic_sampling.selection import (
+    PassRateTracker,
+    first_round_extra_groups_after_carry,
+    group_ref,
+    groups_to_request,
+    plan_carry,
+    segment_shares,
+    select_groups,
+    share_flags,
+)
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "exchange_simulation.md"
 GROUP_SIZE = 4
 MAX_ROUNDS = 4  # DAPOConfig's default dynamic_sampling_max_rounds
 
 
-def trainer_view(processes: int, rows_per_process: int) -> SimpleNamespace:
-    """What `GenerationRoundsMixin._round_calls` and `_groups_split_over_processes` read from a trainer."""
-    return SimpleNamespace(
+def sampler_view(processes: int, rows_per_process: int) -> DynamicSampler:
+    """A sampler whose trainer has what `DynamicSampler.round_calls` and `groups_split_over_processes` read."""
+    sampler = object.__new__(DynamicSampler)
+    sampler.trainer = SimpleNamespace(
         use_vllm=False, num_generations=GROUP_SIZE, accelerator=SimpleNamespace(num_processes=processes),
         args=SimpleNamespace(per_device_train_batch_size=rows_per_process, steps_per_generation=1),
     )  # fmt: skip
+    return sampler
 
 
 class Run:
@@ -57,7 +66,7 @@ class Run:
         self.processes, self.rows_per_process, self.q, self.carry, self.rng = (
             processes, rows_per_process, pass_rate, carry, rng,
         )  # fmt: skip
-        self.view = trainer_view(processes, rows_per_process)
+        self.view = sampler_view(processes, rows_per_process)
         self.tracker = PassRateTracker()
         self.carried = []  # each carried group's rows' holders, as `CarriedGroups.holders`
         self.carried_generators = []  # the process that generated each carried group
@@ -69,7 +78,7 @@ class Run:
         batch_groups = batch_rows // group_size
         needed = batch_groups - len(self.carried)
         extra = first_round_extra_groups_after_carry(batch_groups, len(self.carried), self.tracker.estimate, processes)
-        if GenerationRoundsMixin._groups_split_over_processes.fget(self.view):
+        if self.view.groups_split_over_processes:
             extra += -(batch_groups + extra) % processes
             segments = [[None] * (batch_rows + extra * group_size)]
         else:
@@ -77,7 +86,7 @@ class Run:
         shares, rounds = [], 0
         while True:
             rounds += 1
-            for call in GenerationRoundsMixin._round_calls(self.view, segments, batch_rows):
+            for call in self.view.round_calls(segments, batch_rows):
                 for segment in call:
                     per_share = len(segment) // group_size // processes
                     counts = [sum(self.rng.random() < self.q for _ in range(per_share)) for _ in range(processes)]

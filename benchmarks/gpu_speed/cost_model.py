@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trl_variants.dynamic_sampling.carry import first_round_extra_groups_after_carry, plan_carry
+from trl_variants.dynamic_sampling.selection import first_round_extra_groups_after_carry, plan_carry
 from trl_variants.dynamic_sampling.generate_calls import plan_calls
 from trl_variants.dynamic_sampling.selection import REFILL_MARGIN, PassRateTracker, groups_to_request
 

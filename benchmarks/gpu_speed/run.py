@@ -117,8 +117,8 @@ class Meter(TrainerCallback):
             trainer._get_per_token_logps_and_entropies, "nograd_logp_s", when=no_grad
         )
         trainer._generate_and_score_completions = self.timed(trainer._generate_and_score_completions, "scoring_s")
-        if hasattr(trainer, "_sample_informative_batch"):
-            trainer._sample_informative_batch = self.timed(trainer._sample_informative_batch, "phase1_s")
+        if hasattr(trainer, "dynamic_sampler"):
+            trainer.dynamic_sampler.sample_batch = self.timed(trainer.dynamic_sampler.sample_batch, "phase1_s")
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.last = self.now()
@@ -190,9 +190,10 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         logs = {entry["step"]: entry for entry in trainer.state.log_history if "frac_reward_zero_std" in entry}
         trained_rows = config.per_device_train_batch_size * config.gradient_accumulation_steps
         trained_rows *= trainer.accelerator.num_processes
-        call_memory = getattr(trainer, "_call_memory", None)
+        calls = trainer.dynamic_sampler.calls if hasattr(trainer, "dynamic_sampler") else None
+        call_memory = calls.memory if calls is not None else None
         planned = call_memory.last_plan if call_memory is not None else None
-        learned = getattr(trainer, "_rows_per_call_after_oom", None)
+        learned = calls.learned_cap if calls is not None else None
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
     del trainer, model
     release_memory(cuda)

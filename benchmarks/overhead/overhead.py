@@ -49,7 +49,7 @@ ARMS = {
     "dapo": "DAPOTrainer, dynamic_sampling=False",
     "dapo_dynamic_sampling": "DAPOTrainer, dynamic_sampling=True",
 }
-PHASE_ONE = "_sample_informative_batch"
+PHASE_ONE = "sample_batch"
 TARGET_RATIO = 1.02
 
 
@@ -77,7 +77,7 @@ def instrument_dynamic_sampling(trainer, reward_funcs) -> PhaseTimer:
     it (outside = phase 2's replay of the kept completions) and the reward functions."""
     timer = PhaseTimer()
     in_phase_one = lambda t: PHASE_ONE in t.active  # noqa: E731
-    timer.wrap_method(trainer, PHASE_ONE, "phase1_total")
+    timer.wrap_method(trainer.dynamic_sampler, PHASE_ONE, "phase1_total")
     timer.wrap_method(trainer, "_generate", lambda t: "phase1_generate" if in_phase_one(t) else "phase2_replay")
     # TRL calls the reward functions from its list; the timed copies keep their names, so nothing else changes.
     trainer.reward_funcs = [

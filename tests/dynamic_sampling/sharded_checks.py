@@ -5,9 +5,9 @@ import json
 import time
 from pathlib import Path
 
-from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE, CARRIED_RANK_FILE
-from trl_variants.dynamic_sampling.skipping_trainer import HISTORY_FILE
-from trl_variants.dynamic_sampling.trainer import STATE_FILE
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE, CARRIED_RANK_FILE
+from trl_variants.experimental.prompt_skipping.skipper import HISTORY_FILE
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import TEST_DEFAULTS

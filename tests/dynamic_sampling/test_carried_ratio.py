@@ -6,12 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from trl_variants.dynamic_sampling.carried_ratio import (
-    CARRIED_RATIO_MAX,
-    CARRIED_RATIO_MEAN,
-    CarriedRatioWindow,
-    carried_ratio_sums,
-)
+from trl_variants.dynamic_sampling.carry import CARRIED_RATIO_MAX, CARRIED_RATIO_MEAN, CarriedRatioWindow, carried_ratio_sums
 
 
 def test_sums_cover_only_the_carried_rows_loss_tokens():

@@ -22,7 +22,7 @@ import torch
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling import trl_hooks
 from trl_variants.dynamic_sampling.carry import trl_computes_old_logps
-from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_FILE
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import DAPO_AS_PUBLISHED, run_launch, toy_config, toy_trainer, two_process_command
@@ -131,17 +131,17 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
     if vllm:
         simulate_vllm(trainer)
     steps: list[Step] = []
-    sample = trainer._sample_informative_batch
+    sample = trainer.dynamic_sampler.sample_batch
     compute_loss = trainer._compute_loss
     no_grad_rows = [0]
     counting_no_grad_logps_rows(trainer.model, no_grad_rows)
 
-    def recording_sample(inputs):
+    def recording_sample(inputs, trl_generate_and_score):
         if steps:
             steps[-1].no_grad_logps_rows, no_grad_rows[-1] = no_grad_rows[-1], 0
         policy = snapshot(shared_task, trainer)
-        batch = sample(inputs)
-        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer._carried.rows.values()]
+        batch = sample(inputs, trl_generate_and_score)
+        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer.dynamic_sampler.carried.rows.values()]
         steps.append(Step(policy=policy, carried_out=carried))
         return batch
 
@@ -152,7 +152,7 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
         steps[-1].loss_inputs.append({k: v.detach().clone() for k, v in inputs.items() if torch.is_tensor(v)})
         return loss
 
-    trainer._sample_informative_batch = recording_sample
+    trainer.dynamic_sampler.sample_batch = recording_sample
     trainer._compute_loss = recording_loss
     trainer.train()
     steps[-1].no_grad_logps_rows = no_grad_rows[-1]
@@ -357,7 +357,7 @@ def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
     assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is False
-    assert len(trainer._carried) == 0 and trainer._carried.rows == {}
+    assert len(trainer.dynamic_sampler.carried) == 0 and trainer.dynamic_sampler.carried.rows == {}
     for entry in logs:
         informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])
         assert entry["dynamic_sampling/dropped_informative_groups"] == informative - BATCH_GROUPS

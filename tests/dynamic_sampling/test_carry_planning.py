@@ -7,14 +7,8 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.carry import (
-    carry_layout_problem,
-    first_round_extra_groups_after_carry,
-    place_generating_logps,
-    plan_carry,
-    rows_to_score,
-    scoring_rows_only,
-)
+from trl_variants.dynamic_sampling.selection import carry_layout_problem, first_round_extra_groups_after_carry, plan_carry
+from trl_variants.dynamic_sampling.carry import place_generating_logps, rows_to_score, scoring_rows_only
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups
 
 from ..helpers import toy_config

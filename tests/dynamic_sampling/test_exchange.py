@@ -8,11 +8,11 @@ import random
 import pytest
 import torch
 
-from trl_variants.dynamic_sampling.exchange import NOWHERE, plan_carry_destinations, plan_exchange
-from trl_variants.dynamic_sampling.layout import call_order
+from trl_variants.dynamic_sampling.placement import NOWHERE, plan_carry_destinations, plan_exchange
+from trl_variants.dynamic_sampling.placement import call_order
 from trl_variants.dynamic_sampling.placement import CarriedGroups, place_batch
-from trl_variants.dynamic_sampling.rounds import GeneratedPool, GeneratedRow, OwnShare
-from trl_variants.dynamic_sampling.shares import GroupRef, Share
+from trl_variants.dynamic_sampling.placement import GeneratedPool, GeneratedRow, OwnShare
+from trl_variants.dynamic_sampling.selection import GroupRef, Share
 
 
 def trained_layout(plan, holders, rows_per_process):

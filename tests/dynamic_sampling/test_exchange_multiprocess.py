@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trl_variants.dynamic_sampling.carry_checkpoint import CARRIED_RANK_FILE, load_carried_groups
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_RANK_FILE, load_carried_groups
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import run_two_processes

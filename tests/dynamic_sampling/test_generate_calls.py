@@ -20,14 +20,14 @@ import torch
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling import generate_calls
 from trl_variants.dynamic_sampling.generate_calls import (
-    GenerateCallsMixin,
+    GenerateCalls,
     call_unit,
     halve_call,
     plan_calls,
     retry_problem,
     rows_of_fields,
 )
-from trl_variants.dynamic_sampling.trainer import STATE_FILE
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.chat_models import llava_task
@@ -96,19 +96,19 @@ def test_a_call_is_retried_only_where_every_process_can_go_on_alone():
 
 
 def test_the_trainer_sees_collectives_under_fsdp_or_zero3_on_several_processes_only():
-    def trainer(num_processes, fsdp, zero3=False):
+    def calls(num_processes, fsdp, zero3=False):
+        device = torch.device("cpu")
         stub = SimpleNamespace(
-            accelerator=SimpleNamespace(num_processes=num_processes, process_index=0), is_fsdp_enabled=fsdp,
-            _dist=SimpleNamespace(is_zero3=zero3),
+            accelerator=SimpleNamespace(num_processes=num_processes, process_index=0, device=device),
+            is_fsdp_enabled=fsdp, _dist=SimpleNamespace(is_zero3=zero3),
         )  # fmt: skip
-        stub._generate_has_collectives = lambda: GenerateCallsMixin._generate_has_collectives(stub)
-        return stub
+        return GenerateCalls(stub)
 
-    assert "FSDP" in GenerateCallsMixin._retry_problem(trainer(2, True), 8, 4, 4, True)
-    assert "ZeRO-3" in GenerateCallsMixin._retry_problem(trainer(2, False, zero3=True), 8, 4, 4, True)
-    assert GenerateCallsMixin._retry_problem(trainer(1, True), 8, 4, 4, True) is None
-    assert GenerateCallsMixin._retry_problem(trainer(1, False, zero3=True), 8, 4, 4, True) is None
-    assert GenerateCallsMixin._retry_problem(trainer(2, False), 8, 4, 4, True) is None
+    assert "FSDP" in calls(2, True).retry_problem(8, 4, 4, True)
+    assert "ZeRO-3" in calls(2, False, zero3=True).retry_problem(8, 4, 4, True)
+    assert calls(1, True).retry_problem(8, 4, 4, True) is None
+    assert calls(1, False, zero3=True).retry_problem(8, 4, 4, True) is None
+    assert calls(2, False).retry_problem(8, 4, 4, True) is None
 
 
 def test_image_inputs_are_cut_by_row_as_trl_splits_them():
@@ -209,7 +209,7 @@ def test_without_a_memory_reading_a_rounds_calls_hold_one_generation_batch(task,
     assert sum(log.turn_rows) == G * sum(sampling(trainer, "dynamic_sampling/generated_groups"))
     # Rounds larger than one generation batch occurred, and were cut.
     assert max(log.turn_rows) > GENERATION_ROWS
-    assert trainer._call_memory.last_plan is None and trainer._call_memory.calls == []
+    assert trainer.dynamic_sampler.calls.memory.last_plan is None and trainer.dynamic_sampler.calls.memory.calls == []
 
 
 def plan_rows(rows: int, cap: int) -> list[int]:
@@ -336,7 +336,7 @@ def test_the_cap_an_error_taught_is_kept_in_checkpoints(task, tmp_path, dynamic_
                      dynamic_sampling=dynamic_sampling)  # fmt: skip
     first_fails = lambda rows, log: rows == GENERATION_ROWS and not log.failed  # noqa: E731
     hit, _, _ = run(copy.deepcopy(task), tmp_path, first_fails, **overrides)
-    assert hit._rows_per_call_after_oom == GENERATION_ROWS // 2
+    assert hit.dynamic_sampler.calls.learned_cap == GENERATION_ROWS // 2
     checkpoint = tmp_path / "checkpoint-2"
     state = json.loads((checkpoint / STATE_FILE).read_text())
     assert state["rows_per_call_after_oom"] == GENERATION_ROWS // 2
@@ -370,7 +370,7 @@ def test_an_error_during_evaluation_does_not_cap_training_calls(task, tmp_path, 
     ]
     log.turns.clear(), log.turn_rows.clear()
     trainer.train()
-    assert trainer._rows_per_call_after_oom is None
+    assert trainer.dynamic_sampler.calls.learned_cap is None
     assert log.turns == [plan_rows(rows, GENERATION_ROWS) for rows in log.turn_rows]
     assert max(log.turn_rows) > GENERATION_ROWS
 

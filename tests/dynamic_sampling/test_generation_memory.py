@@ -194,8 +194,8 @@ def test_the_first_round_is_grpo_trainers_call_and_later_rounds_follow_the_measu
     for rows, calls in zip(log.turn_rows[1:], log.turns[1:], strict=True):
         assert GENERATION_ROWS <= calls[0] <= allowed and calls == plan_rows(rows, calls[0])
     assert any(max(calls) > GENERATION_ROWS for calls in log.turns[1:])
-    assert GENERATION_ROWS < trainer._call_memory.last_plan <= allowed
-    assert [call.rows for call in trainer._call_memory.calls] == [rows for calls in log.turns for rows in calls][-16:]
+    assert GENERATION_ROWS < trainer.dynamic_sampler.calls.memory.last_plan <= allowed
+    assert [call.rows for call in trainer.dynamic_sampler.calls.memory.calls] == [rows for calls in log.turns for rows in calls][-16:]
     messages = [r.getMessage() for r in caplog.records if r.name.endswith("generate_calls")]
     assert messages[0].startswith(f"Generation calls: one generation batch per process ({GENERATION_ROWS} rows")
     assert "no call measured yet" in messages[0]

@@ -5,7 +5,7 @@ work."""
 import pytest
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.options import SamplingOptions, resolve_sampling_options
+from trl_variants.dynamic_sampling.selection import SamplingOptions, resolve_sampling_options
 
 ALIGNED = {"gradient_accumulation_steps": 4, "steps_per_generation": 2, "num_iterations": 2}
 # Four optimizer updates per generation batch: where clip-higher acts (the layout of real-model study 3).

@@ -1,4 +1,4 @@
-"""The posterior skip predictor's maths (`trl_variants.dynamic_sampling.posterior`), without a model."""
+"""The posterior skip predictor's maths (`trl_variants.experimental.prompt_skipping.posterior`), without a model."""
 
 import math
 
@@ -6,16 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from trl_variants.dynamic_sampling.posterior import (
-    PRIOR,
-    PassRatePosterior,
-    group_successes,
-    half_life_decay,
-    informative_probability,
-    thompson_generate_probabilities,
-)
+from trl_variants.experimental.prompt_skipping.posterior import PRIOR, PassRatePosterior, group_successes, half_life_decay, informative_probability, thompson_generate_probabilities
 from trl_variants.dynamic_sampling.selection import informative_group_mask
-from trl_variants.dynamic_sampling.skipping import pick_prompts
+from trl_variants.experimental.prompt_skipping.streak import pick_prompts
 
 G = 4
 

@@ -67,7 +67,7 @@ def test_planning_a_round_reads_nothing_of_the_model(shared_task, tmp_path):
     trainer = one_step(DAPOTrainer, DAPOConfig, shared_task, shared_task.model, tmp_path)
     trainer.model, batch_rows = Unreadable(), trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
     try:
-        assert trainer._round_rows_per_call([[1, 2, 3]] * 8, G) == batch_rows
+        assert trainer.dynamic_sampler.calls.round_rows_per_call([[1, 2, 3]] * 8, G) == batch_rows
     finally:
         trainer.model = shared_task.model
 

@@ -3,25 +3,29 @@ own gathers are not)."""
 
 from types import SimpleNamespace
 
-from trl_variants.dynamic_sampling.rounds import GenerationRoundsMixin
+from trl_variants.dynamic_sampling.sampler import DynamicSampler
 from trl_variants.dynamic_sampling.trl_hooks import generate_like_trl, metric_gathers_skipped
 
 
-def rounds_of(num_processes: int = 2, num_generations: int = 4) -> SimpleNamespace:
-    return SimpleNamespace(num_generations=num_generations, accelerator=SimpleNamespace(num_processes=num_processes))
+def rounds_of(num_processes: int = 2, num_generations: int = 4) -> DynamicSampler:
+    """A sampler whose trainer has only what `round_calls` reads."""
+    sampler = object.__new__(DynamicSampler)
+    accelerator = SimpleNamespace(num_processes=num_processes)
+    sampler.trainer = SimpleNamespace(num_generations=num_generations, accelerator=accelerator)
+    return sampler
 
 
 def test_a_round_is_one_call_in_segments_of_one_generation_batch():
     dataloader, refills = [None] * 8, [7] * 12
-    assert GenerationRoundsMixin._round_calls(rounds_of(), [dataloader, refills], 8) == [[dataloader, [7] * 8, [7] * 4]]
+    assert rounds_of().round_calls([dataloader, refills], 8) == [[dataloader, [7] * 8, [7] * 4]]
     # An empty refill segment (nothing drawn) adds nothing.
-    assert GenerationRoundsMixin._round_calls(rounds_of(), [dataloader, []], 8) == [[dataloader]]
+    assert rounds_of().round_calls([dataloader, []], 8) == [[dataloader]]
 
 
 def test_segments_give_every_process_whole_groups_when_groups_straddle_processes():
     # Two processes of six rows, groups of four: a batch is three groups; a segment holds four, two per process.
     segment = list(range(6 * 4))
-    assert GenerationRoundsMixin._round_calls(rounds_of(), [segment], 12) == [[segment[:16], segment[16:]]]
+    assert rounds_of().round_calls([segment], 12) == [[segment[:16], segment[16:]]]
 
 
 class Accelerator:

@@ -3,17 +3,8 @@ import math
 import pytest
 import torch
 
-from trl_variants.dynamic_sampling.selection import (
-    MAX_ROUND_SIZE_FACTOR,
-    REFILL_MARGIN,
-    PassRateTracker,
-    RefillSampler,
-    degenerate_outcomes,
-    first_round_extra_groups,
-    groups_to_request,
-    informative_group_mask,
-    select_groups,
-)
+from trl_variants.dynamic_sampling.selection import MAX_ROUND_SIZE_FACTOR, REFILL_MARGIN, PassRateTracker, degenerate_outcomes, first_round_extra_groups, groups_to_request, informative_group_mask, select_groups
+from trl_variants.dynamic_sampling.prompt_sources import RefillSampler
 
 
 def test_float_noise_counts_as_degenerate():

@@ -4,16 +4,9 @@ import random
 
 import pytest
 
-from trl_variants.dynamic_sampling.carry import plan_carry
+from trl_variants.dynamic_sampling.selection import plan_carry
 from trl_variants.dynamic_sampling.selection import select_groups
-from trl_variants.dynamic_sampling.shares import (
-    GroupRef,
-    Share,
-    group_ref,
-    local_position,
-    segment_shares,
-    share_flags,
-)
+from trl_variants.dynamic_sampling.selection import GroupRef, Share, group_ref, local_position, segment_shares, share_flags
 
 
 def located(flags_by_share, indices):

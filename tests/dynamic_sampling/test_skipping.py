@@ -1,4 +1,4 @@
-"""The pure pieces of prompt skipping (trl_variants/dynamic_sampling/skipping.py) and its config checks, without a
+"""The pure pieces of prompt skipping (trl_variants/experimental/prompt_skipping/streak.py) and its config checks, without a
 model: the per-prompt history, the skip rule and its statistics, the bounded picking and the adaptation of p."""
 
 import math
@@ -8,24 +8,10 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.selection import (
-    degenerate_outcomes,
-    informative_group_mask,
-)
-from trl_variants.dynamic_sampling.skipping import (
-    ALL_CORRECT,
-    ALL_WRONG,
-    INFORMATIVE,
-    MAX_CANDIDATES_PER_PROMPT,
-    MAX_STREAK,
-    UNSCORED,
-    PromptHistory,
-    adapt_explore_probability,
-    explore_probabilities,
-    group_outcomes,
-    pick_prompts,
-)
-from trl_variants.dynamic_sampling.row_indices import BatchRowIndices, RecordingSampler
+from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
+from trl_variants.experimental.prompt_skipping.streak import ALL_CORRECT, ALL_WRONG, INFORMATIVE, UNSCORED
+from trl_variants.experimental.prompt_skipping.streak import MAX_CANDIDATES_PER_PROMPT, MAX_STREAK, PromptHistory, adapt_explore_probability, explore_probabilities, group_outcomes, pick_prompts
+from trl_variants.dynamic_sampling.prompt_sources import BatchRowIndices, RecordingSampler
 
 
 def outcomes_of(rows: list[list[float]]) -> list[int]:

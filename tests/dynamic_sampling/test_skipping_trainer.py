@@ -16,11 +16,11 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-import trl_variants.dynamic_sampling.skipping_trainer as skipping_glue
+import trl_variants.experimental.prompt_skipping.skipper as skipping_glue
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.skipping import ALL_WRONG, INFORMATIVE
-from trl_variants.dynamic_sampling.skipping_trainer import HISTORY_FILE
-from trl_variants.dynamic_sampling.trainer import STATE_FILE
+from trl_variants.experimental.prompt_skipping.streak import ALL_WRONG, INFORMATIVE
+from trl_variants.experimental.prompt_skipping.skipper import HISTORY_FILE
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 from trl_variants.toy import make_toy_task
 
@@ -65,15 +65,16 @@ class IndexBlindReward(HalfDegenerateReward):
 
 def recording_picks(trainer) -> list[dict]:
     picks = []
-    pick = trainer._pick
+    skipper = trainer.dynamic_sampler.skipper
+    pick = skipper.pick
 
-    def recording_pick(first, needed):
-        streak = trainer._prompt_history.streak.copy()
-        picked = pick(first, needed)
+    def recording_pick(first, needed, step):
+        streak = skipper.history.streak.copy()
+        picked = pick(first, needed, step)
         picks.append({"step": trainer.state.global_step, "first": list(first), "streak": streak, "picked": picked})
         return picked
 
-    trainer._pick = recording_pick
+    skipper.pick = recording_pick
     return picks
 
 
@@ -108,8 +109,8 @@ def test_prompts_degenerate_on_earlier_visits_are_skipped_before_generation(task
 
     # The history is exactly what the generated groups say, on the same metric that decided degeneracy.
     streak, kind = expected_history(task, reward)
-    assert trainer._prompt_history.streak.tolist() == streak.tolist()
-    assert trainer._prompt_history.kind.tolist() == kind.tolist()
+    assert trainer.dynamic_sampler.skipper.history.streak.tolist() == streak.tolist()
+    assert trainer.dynamic_sampler.skipper.history.kind.tolist() == kind.tolist()
     assert streak.max() >= 2, "the run must revisit degenerate prompts"
 
     # Only prompts with a degenerate streak are ever skipped, from the dataloader's batch and from refills alike.
@@ -182,7 +183,7 @@ def test_skipped_prompts_that_became_informative_are_found_again(task, tmp_path)
     ]
     assert explored_after, "candidates must have been explored after the recovery"
     # Their streaks ended when they were found informative.
-    assert all(trainer._prompt_history.streak[index] == 0 for index in explored_after)
+    assert all(trainer.dynamic_sampler.skipper.history.streak[index] == 0 for index in explored_after)
 
 
 @pytest.mark.slow
@@ -198,14 +199,14 @@ def test_all_degenerate_dataset_still_trains_with_one_warning(task, tmp_path, mo
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/skipped_prompts" in entry]
     assert all(entry["dynamic_sampling/kept_groups"] == 0 for entry in logs)
     assert sum(entry["dynamic_sampling/skipped_prompts"] for entry in logs) > 0
-    assert trainer._prompt_history.streak.min() >= 1
+    assert trainer.dynamic_sampler.skipper.history.streak.min() >= 1
 
 
 def test_skipping_off_leaves_the_dataloader_rows_unmarked(task, tmp_path):
     reward = IndexBlindReward(G)
     trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, max_steps=1, skip_degenerate_prompts=False), task, reward_funcs=[reward])
     trainer.train()
-    assert trainer._prompt_history is None
+    assert trainer.dynamic_sampler.skipper is None
     assert not any("dynamic_sampling/skipped_prompts" in entry for entry in trainer.state.log_history)
 
 
@@ -216,13 +217,14 @@ def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_
         config = skip_config(output_dir, max_steps=4, save_strategy="steps", save_steps=2)
         trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
         loaded = []
-        load = trainer._load_skipping_state
+        skipper = trainer.dynamic_sampler.skipper
+        load = skipper.load
 
         def recording_load(state, checkpoint_dir):
             load(state, checkpoint_dir)
-            loaded.append(trainer._prompt_history.streak.copy())
+            loaded.append(skipper.history.streak.copy())
 
-        trainer._load_skipping_state = recording_load
+        skipper.load = recording_load
         trainer.train(resume_from_checkpoint=resume_from)
         return trainer, loaded
 
@@ -238,9 +240,9 @@ def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_
     assert resumed.state.global_step == 4
     assert len(loaded) == 1 and loaded[0].tolist() == saved_streak.tolist()
     # Same history, same p and the same decision stream as the run that was never interrupted.
-    assert resumed._prompt_history.streak.tolist() == first._prompt_history.streak.tolist()
-    assert resumed._prompt_history.kind.tolist() == first._prompt_history.kind.tolist()
-    assert resumed._explore_p == first._explore_p and resumed._skip_draws == first._skip_draws
+    assert resumed.dynamic_sampler.skipper.history.streak.tolist() == first.dynamic_sampler.skipper.history.streak.tolist()
+    assert resumed.dynamic_sampler.skipper.history.kind.tolist() == first.dynamic_sampler.skipper.history.kind.tolist()
+    assert resumed.dynamic_sampler.skipper.explore_p == first.dynamic_sampler.skipper.explore_p and resumed.dynamic_sampler.skipper.draws == first.dynamic_sampler.skipper.draws
 
     # A checkpoint of a skipping run without its history file is incomplete, so a resume never picks it.
     assert checkpoint_problems(str(checkpoint)) == []
@@ -257,19 +259,20 @@ def test_every_dataloader_row_is_paired_with_its_dataset_index(task, tmp_path, r
     config = skip_config(tmp_path, max_steps=1, remove_unused_columns=remove_unused_columns)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[IndexBlindReward(G)])
     seen, first_seen = [], []
-    first_segment = trainer._first_segment
-    skip_hook = trainer._skip_predicted_degenerate
+    sampler = trainer.dynamic_sampler
+    first_segment = sampler.first_segment
+    skip_hook = sampler.skipper.replace
 
     def recording_first_segment(inputs):
-        seen.extend((trainer._row_key(row), row) for row in inputs)
+        seen.extend((sampler.indices.key(row), row) for row in inputs)
         return first_segment(inputs)
 
-    def recording_skip_hook(first):
+    def recording_skip_hook(first, step):
         first_seen.extend(first)
-        return skip_hook(first)
+        return skip_hook(first, step)
 
-    trainer._first_segment = recording_first_segment
-    trainer._skip_predicted_degenerate = recording_skip_hook
+    sampler.first_segment = recording_first_segment
+    sampler.skipper.replace = recording_skip_hook
     trainer.train()
     assert len(seen) == 16
     # The hook gets each group's index, the first row's.
@@ -288,7 +291,7 @@ def test_prepare_inputs_gets_the_dataset_rows_as_they_are_with_skipping_on(task,
         num_iterations=2, gradient_accumulation_steps=4, shuffle_dataset=False, max_steps=2,
     )  # fmt: skip
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[HalfDegenerateReward(G)])
-    assert trainer._skipping
+    assert trainer.dynamic_sampler.skipper is not None
     rows = [dict(row) for row in task.train_dataset]
     # 16 rows per generation batch: 4 prompts of the unshuffled dataset, each G times.
     first_batch = [row for row in rows[0:4] for _ in range(G)]

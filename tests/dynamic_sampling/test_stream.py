@@ -14,8 +14,9 @@ import pytest
 from datasets import Dataset, IterableDataset
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.stream import STREAM_KEY_SPACE, StreamReader, prompt_key
-from trl_variants.dynamic_sampling.trainer import STATE_FILE, DynamicSamplingExhaustedError
+from trl_variants.dynamic_sampling.prompt_sources import STREAM_KEY_SPACE, StreamReader, prompt_key
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
+from trl_variants.dynamic_sampling.sampler import DynamicSamplingExhaustedError
 
 from ..helpers import toy_config, toy_trainer
 from .scripts.rewards import ConstantReward, HalfDegenerateReward, generated_groups, is_live_prompt
@@ -138,10 +139,10 @@ def test_checkpoint_resumes_the_stream_and_the_prompt_history_where_they_were(ta
     resumed = stream_trainer(task, tmp_path / "resumed", resumed_reward, skip_degenerate_prompts=True)
     resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-2"))
     assert generated_by_step(resumed_reward) == generated_by_step(full_reward)[2:]
-    assert resumed._refill_sampler.state_dict() == full._refill_sampler.state_dict()
-    for name, values in full._skip_history.arrays().items():
-        assert (resumed._skip_history.arrays()[name] == values).all(), name
-    assert full._skip_history.arrays()["updated"].max() >= 0, "the posterior must have recorded prompts"
+    assert resumed.dynamic_sampler.refill.state_dict() == full.dynamic_sampler.refill.state_dict()
+    for name, values in full.dynamic_sampler.skipper.arrays_owner.arrays().items():
+        assert (resumed.dynamic_sampler.skipper.arrays_owner.arrays()[name] == values).all(), name
+    assert full.dynamic_sampler.skipper.arrays_owner.arrays()["updated"].max() >= 0, "the posterior must have recorded prompts"
 
 
 def test_skipping_keys_stream_prompts_by_their_hash(task, tmp_path):
@@ -150,7 +151,7 @@ def test_skipping_keys_stream_prompts_by_their_hash(task, tmp_path):
         skip_probability_step=0.5, max_steps=4,
     )  # fmt: skip
     trainer.train()
-    history = trainer._prompt_history
+    history = trainer.dynamic_sampler.skipper.history
     assert len(history.streak) == STREAM_KEY_SPACE
     dead = [prompt for prompt in task.train_dataset["prompt"] if not is_live_prompt(prompt)]
     assert any(history.streak[prompt_key(prompt)] > 0 for prompt in dead)
@@ -177,8 +178,8 @@ def test_a_stream_with_nothing_unread_ends_the_rounds(on_exhausted, skipping, ta
 
 
 def test_a_checkpoint_of_one_dataset_kind_is_refused_by_the_other():
-    from trl_variants.dynamic_sampling.selection import RefillSampler
-    from trl_variants.dynamic_sampling.stream import StreamRefill
+    from trl_variants.dynamic_sampling.prompt_sources import RefillSampler
+    from trl_variants.dynamic_sampling.prompt_sources import StreamRefill
 
     stream_state = StreamRefill(prompts_stream(["a"]), seed=0, shuffle=False, is_main_process=True).state_dict()
     with pytest.raises(ValueError, match="refill state is a streaming dataset's, but train_dataset is map-style"):
@@ -188,7 +189,7 @@ def test_a_checkpoint_of_one_dataset_kind_is_refused_by_the_other():
 
 
 def test_a_stream_that_fails_to_read_raises_a_clear_error():
-    from trl_variants.dynamic_sampling.stream import StreamRefill
+    from trl_variants.dynamic_sampling.prompt_sources import StreamRefill
 
     class Broken:
         def __iter__(self):

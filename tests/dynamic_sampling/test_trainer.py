@@ -16,10 +16,8 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.trainer import (
-    STATE_FILE,
-    DynamicSamplingExhaustedError,
-)
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
+from trl_variants.dynamic_sampling.sampler import DynamicSamplingExhaustedError
 from trl_variants.dynamic_sampling.selection import NO_SIGNAL_STEPS, PassRateTracker, no_signal_warning
 from trl_variants.rewards import SoftOverlongPunishment
 
@@ -63,7 +61,7 @@ def record(trainer) -> Recorder:
     compute_loss = trainer._compute_loss
     generate_and_score = trainer._generate_and_score_completions
     logps = trainer._get_per_token_logps_and_entropies
-    sample_informative = trainer._sample_informative_batch
+    sample_informative = trainer.dynamic_sampler.sample_batch
 
     def detached(batch: dict) -> dict:
         return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -84,14 +82,14 @@ def record(trainer) -> Recorder:
         recorder.logp_calls.append({"grad": torch.is_grad_enabled(), "input_ids": input_ids.detach().clone()})
         return logps(model, input_ids, *args, **kwargs)
 
-    def counting_sample_informative(inputs):
+    def counting_sample_informative(inputs, trl_generate_and_score):
         recorder.informative_batch_calls += 1
-        return sample_informative(inputs)
+        return sample_informative(inputs, trl_generate_and_score)
 
     trainer._compute_loss = recording_compute_loss
     trainer._generate_and_score_completions = recording_generate_and_score
     trainer._get_per_token_logps_and_entropies = recording_logps
-    trainer._sample_informative_batch = counting_sample_informative
+    trainer.dynamic_sampler.sample_batch = counting_sample_informative
     return recorder
 
 
@@ -317,7 +315,7 @@ def test_a_run_without_signal_is_warned_once_with_the_rewards_it_saw(task, tmp_p
     NO_SIGNAL_STEPS steps without an informative group, one warning names the values the reward returned."""
     config = toy_config(DAPOConfig, tmp_path, max_steps=NO_SIGNAL_STEPS + 2, dynamic_sampling_max_rounds=2)
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[ConstantReward()])
-    with caplog.at_level(logging.WARNING, logger="trl_variants.dynamic_sampling.trainer"):
+    with caplog.at_level(logging.WARNING, logger="trl_variants.dynamic_sampling.sampler"):
         trainer.train()
     warnings = [r.getMessage() for r in caplog.records if "no informative group" in r.getMessage()]
     assert len(warnings) == 1, warnings
@@ -397,7 +395,7 @@ def test_bad_dynamic_sampling_settings_are_refused(task, tmp_path):
     # A reward function's name is a valid metric.
     config = toy_config(DAPOConfig, tmp_path, dynamic_sampling_metric="toy_accuracy_reward")
     named = toy_trainer(DAPOTrainer, config, task)
-    assert named._sampling_metric_index == 0
+    assert named.dynamic_sampler.metric_index == 0
 
 
 # 7: resume from a checkpoint mid-run.
@@ -405,11 +403,11 @@ def test_bad_dynamic_sampling_settings_are_refused(task, tmp_path):
 
 def record_refill_draws(trainer) -> list[dict]:
     draws = []
-    sampler = trainer._refill_sampler
+    sampler = trainer.dynamic_sampler.refill
     draw = sampler.draw
 
     def recording_draw(count):
-        before = {"epoch": sampler.epoch, "position": sampler.position, "estimate": trainer._pass_rate.estimate}
+        before = {"epoch": sampler.epoch, "position": sampler.position, "estimate": trainer.dynamic_sampler.pass_rate.estimate}
         indices = draw(count)
         draws.append({"step": trainer.state.global_step, "before": before, "indices": indices})
         return indices
@@ -513,7 +511,7 @@ def test_a_reward_named_like_a_keyword_can_be_chosen(task, tmp_path):
 
     config = toy_config(DAPOConfig, tmp_path, dynamic_sampling_metric="total")
     trainer = toy_trainer(DAPOTrainer, config, task, reward_funcs=[*task.reward_funcs, total])
-    assert trainer._sampling_metric_index == 1
+    assert trainer.dynamic_sampler.metric_index == 1
 
 
 def test_carrying_is_refused_for_vision_language_models(task, tmp_path):
@@ -524,16 +522,16 @@ def test_carrying_is_refused_for_vision_language_models(task, tmp_path):
     trainer = toy_trainer(DAPOTrainer, config, task)
     trainer._is_vlm = True
     with pytest.raises(ValueError, match="dynamic_sampling_carry_surplus=True is not allowed: vision-language models"):
-        trainer._setup_dynamic_sampling()
+        trainer.setup_dynamic_sampling()
 
 
 def test_default_carrying_turns_off_for_vision_language_models_and_says_why(task, tmp_path, caplog):
     """The default (None) never refuses a run: for a VLM it trains without carrying and names the reason."""
     trainer = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, skip_degenerate_prompts=True), task)
-    assert trainer._options.carry_surplus and trainer._options.skip_degenerate_prompts
+    assert trainer.dynamic_sampler.options.carry_surplus and trainer.dynamic_sampler.options.skip_degenerate_prompts
     trainer._is_vlm = True
-    with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.trainer"):
-        trainer._setup_dynamic_sampling()
-    assert not trainer._options.carry_surplus and trainer._options.skip_degenerate_prompts
+    with caplog.at_level(logging.INFO, logger="trl_variants.dynamic_sampling.sampler"):
+        trainer.setup_dynamic_sampling()
+    assert not trainer.dynamic_sampler.options.carry_surplus and trainer.dynamic_sampler.options.skip_degenerate_prompts
     assert "surplus groups are not carried: vision-language models are not supported" in caplog.text
     assert "False (vision-language models" in str(trainer._variant_settings()["dynamic sampling carries surplus groups"])

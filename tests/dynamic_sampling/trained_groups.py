@@ -5,7 +5,7 @@ import itertools
 
 import torch
 
-from trl_variants.dynamic_sampling.carry import plan_carry
+from trl_variants.dynamic_sampling.selection import plan_carry
 from trl_variants.dynamic_sampling.selection import informative_group_mask, select_groups
 
 TOLERANCE = 1e-6  # DAPOConfig's dynamic_sampling_tolerance

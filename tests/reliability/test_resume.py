@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
-from trl_variants.dynamic_sampling.trainer import STATE_FILE
+from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 from trl_variants.reliability.checkpoints import (
     JIT_INCOMPLETE_MARKER,
     checkpoint_problems,
@@ -122,10 +122,18 @@ class CrashWhileSaving(DAPOTrainer):
             raise KeyboardInterrupt
         super()._save_rng_state(output_dir)
 
-    def _save_dynamic_sampling_state(self, checkpoint_dir):
-        if self.state.global_step == 4 and self.crash_in == "dynamic_sampling_state":
-            raise KeyboardInterrupt
-        super()._save_dynamic_sampling_state(checkpoint_dir)
+    def setup_dynamic_sampling(self):
+        super().setup_dynamic_sampling()
+        calls = self.dynamic_sampler.calls
+        learned = calls.learned_rows_per_call
+
+        def crashing_learned_rows_per_call():
+            # The first thing the sampler's save reads: nothing of the checkpoint is written yet.
+            if self.state.global_step == 4 and self.crash_in == "dynamic_sampling_state":
+                raise KeyboardInterrupt
+            return learned()
+
+        calls.learned_rows_per_call = crashing_learned_rows_per_call
 
 
 @pytest.mark.parametrize(

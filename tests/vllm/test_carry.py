@@ -44,18 +44,18 @@ def carry_run(request, shared_engine, vllm_policy, tmp_path_factory):
     trainer = vllm_trainer(DAPOTrainer, config, task, folder, reward_funcs=[HalfDegenerateReward(G)])
     recorder = VLLMRecorder(trainer)
     policies, carried_out = [], []
-    sample = trainer._sample_informative_batch
+    sample = trainer.dynamic_sampler.sample_batch
 
-    def recording_sample(inputs):
+    def recording_sample(inputs, trl_generate_and_score):
         policy = copy.deepcopy(task.model)
         policy.load_state_dict(trainer.model.state_dict())
         policies.append(policy)
-        batch = sample(inputs)
-        carried = trainer._carried.rows.values()
+        batch = sample(inputs, trl_generate_and_score)
+        carried = trainer.dynamic_sampler.carried.rows.values()
         carried_out.append([(tuple(row.prompt_ids), tuple(row.completion_ids)) for row in carried])
         return batch
 
-    trainer._sample_informative_batch = recording_sample
+    trainer.dynamic_sampler.sample_batch = recording_sample
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/rounds" in entry]
     return trainer, recorder, policies, carried_out, logs, updates

@@ -50,15 +50,15 @@ def run(shared_engine, vllm_policy, tmp_path_factory):
     trainer = vllm_trainer(DAPOTrainer, config, task, folder, reward_funcs=[reward])
     recorder = VLLMRecorder(trainer)
     policies = []
-    sample = trainer._sample_informative_batch
+    sample = trainer.dynamic_sampler.sample_batch
 
-    def recording_sample(inputs):
+    def recording_sample(inputs, trl_generate_and_score):
         policy = copy.deepcopy(task.model)
         policy.load_state_dict(trainer.model.state_dict())
         policies.append(policy)
-        return sample(inputs)
+        return sample(inputs, trl_generate_and_score)
 
-    trainer._sample_informative_batch = recording_sample
+    trainer.dynamic_sampler.sample_batch = recording_sample
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/rounds" in entry]
     return Run(trainer, recorder, reward, policies, logs)

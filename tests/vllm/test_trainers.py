@@ -34,14 +34,14 @@ def test_skipped_prompts_never_reach_vllm(shared_engine, vllm_policy, tmp_path):
     trainer = vllm_trainer(DAPOTrainer, config, task, folder, reward_funcs=[HalfDegenerateReward(G)])
     recorder = VLLMRecorder(trainer)
     picks = []
-    pick = trainer._pick
+    pick = trainer.dynamic_sampler.skipper.pick
 
-    def recording_pick(first, needed):
-        picked = pick(first, needed)
+    def recording_pick(first, needed, step):
+        picked = pick(first, needed, step)
         picks.append({"step": trainer.state.global_step, "picked": picked})
         return picked
 
-    trainer._pick = recording_pick
+    trainer.dynamic_sampler.skipper.pick = recording_pick
     trainer.train()
     prompts = task.train_dataset["prompt"]
     logs = dynamic_sampling_logs(trainer)

@@ -23,7 +23,7 @@ import torch
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as transformers_logging
 
-from ..dynamic_sampling.reward_metric import ALL_GROUPS_REWARD_METRIC
+from ..dynamic_sampling.selection import ALL_GROUPS_REWARD_METRIC
 from ..machine import describe_machine
 from ..toy import greedy_accuracy, make_toy_task
 from .args import VARIANTS, CliUsageError

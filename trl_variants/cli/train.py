@@ -10,11 +10,11 @@ from datasets import Dataset, DatasetDict, IterableDataset, load_dataset
 from datasets.exceptions import DatasetsError
 from trl import get_dataset, get_peft_config, get_quantization_config
 
+from ..dynamic_sampling.trainer import DynamicSamplingExhaustedError
 from ..model_card import VariantModelCardMixin, is_hub_dataset_id, tidy_model_card
 from ..reliability.data_checks import prompt_type_problems
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from ..vllm_cpu import keep_linear_weights_reloadable
-from ..dynamic_sampling.trainer import DynamicSamplingExhaustedError
 from .args import ParsedCommand, Variant, one_line
 from .common import CliRunError, CliUsageError
 from .reasoning_gym_data import reasoning_gym_training_source

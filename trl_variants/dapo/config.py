@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from transformers.utils import logging
 from trl import GRPOConfig
 
-from ..dynamic_sampling.carry import carry_layout_problem
+from ..dynamic_sampling.selection import carry_layout_problem
 from ..reliability.config_checks import check_common_fields, require
 
 logger = logging.get_logger(__name__)
@@ -307,7 +307,7 @@ class DAPOConfig(GRPOConfig):
                 "batches (vllm_gpu_memory_utilization bounds vLLM's memory)",
             )
         # After TRL's own checks, which resolve steps_per_generation. Only an explicit True is checked: the default
-        # (None) turns carrying off where it cannot work (dynamic_sampling/options.py).
+        # (None) turns carrying off where it cannot work (dynamic_sampling/selection.py, `resolve_sampling_options`).
         if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
             problem = carry_layout_problem(
                 self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations

@@ -7,6 +7,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 from trl import GRPOTrainer
 
+from ..dynamic_sampling.checkpoint import load_sampler_state, save_sampler_state
 from ..dynamic_sampling.trainer import DynamicSamplingMixin
 from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
@@ -30,7 +31,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls, environment episodes
     and images as `GRPOTrainer` has them and refill prompts from map-style or streaming datasets
     (`trl_variants.dynamic_sampling.trainer`). Prompt skipping (`skip_degenerate_prompts`, off by default) replaces
-    prompts whose history predicts a degenerate group before generation (`trl_variants.dynamic_sampling.skipping`);
+    prompts whose history predicts a degenerate group before generation (`trl_variants.experimental.prompt_skipping`);
     carrying (`dynamic_sampling_carry_surplus`, on by default wherever supported) trains informative groups beyond
     the batch in the next one (`trl_variants.dynamic_sampling.carry`). Both off is DAPO as published.
 
@@ -50,13 +51,13 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       fresh rows take theirs from the loss's own forward, detached (TRL's ratio 1), carried rows their generating
       policy's; in every layout, the carried rows' policy ratio is logged per optimizer step
       (`dynamic_sampling/carried_ratio_mean`, `_max`); otherwise TRL's method alone.
-    - `_generate_single_turn` (`GenerateCallsMixin`): with transformers generation, a round goes to `generate` in
+    - `_generate_single_turn` (`DynamicSamplingMixin`): with transformers generation, a round goes to `generate` in
       calls of at most `max_rows_per_generate_call` rows, and a call that runs out of memory is halved and retried;
       vLLM and continuous batching are TRL's alone.
-    - `_prepare_inputs` (`PromptSkippingMixin`): when rows are named by dataset index (prompt skipping, or groups
+    - `_prepare_inputs` (`DynamicSamplingMixin`): when rows are named by dataset index (prompt skipping, or groups
       straddling processes), pairs each generation batch with the indices its sampler drew.
-    - `_get_dataloader` (`PromptSkippingMixin`): in that case, the train sampler records the indices it yields.
-    - `get_resumed_dataloader` (`PromptSkippingMixin`): drops the recorded indices of the batches a resume skips.
+    - `_get_dataloader` (`DynamicSamplingMixin`): in that case, the train sampler records the indices it yields.
+    - `get_resumed_dataloader` (`DynamicSamplingMixin`): drops the recorded indices of the batches a resume skips.
     - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, made to draw on resume the prompts an
       uninterrupted run would, and cycled when the dataset has fewer prompts than one generation batch.
     - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked, and a failure on any process stops
@@ -92,15 +93,15 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
         reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
         keep_linear_weights_reloadable(args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
-        self._setup_reliability_checks()
-        self._setup_dynamic_sampling()
+        self.setup_reliability_checks()
+        self.setup_dynamic_sampling()
         self._log_if_clip_higher_idle()
 
     def _log_if_clip_higher_idle(self) -> None:
         args = self.args
         reason = clip_higher_idle_reason(
             args.epsilon, args.epsilon_high, args.loss_type, args.gradient_accumulation_steps,
-            args.steps_per_generation, args.num_iterations, self._options.carry_surplus,
+            args.steps_per_generation, args.num_iterations, self.dynamic_sampler.options.carry_surplus,
         )  # fmt: skip
         if reason is not None and self.accelerator.is_main_process:
             logger.info(reason)
@@ -156,7 +157,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                 args.dynamic_sampling_max_rounds,
                 args.dynamic_sampling_on_exhausted,
             )
-            options = self._options
+            options = self.dynamic_sampler.options
             settings["dynamic sampling carries surplus groups"] = (
                 options.carry_surplus if options.carry_off_reason is None else f"False ({options.carry_off_reason})"
             )
@@ -180,10 +181,10 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
         checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), checkpoint_name)
         if self.args.should_save:
             os.makedirs(checkpoint_dir, exist_ok=True)
-        self._save_dynamic_sampling_state(checkpoint_dir)
+        save_sampler_state(self.dynamic_sampler, checkpoint_dir)
         super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
-            self._load_dynamic_sampling_state(checkpoint)
+            load_sampler_state(self.dynamic_sampler, checkpoint)

@@ -48,7 +48,7 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
         )
         keep_linear_weights_reloadable(args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
-        self._setup_reliability_checks()
+        self.setup_reliability_checks()
 
     def _variant_settings(self) -> dict[str, object]:
         return {

@@ -41,78 +41,20 @@ Elsewhere a generation batch begins partway through an optimizer step, at an off
 batch; nothing there is known to be wrong, but no test trains it, so carrying is not offered there.
 
 Each carried row lives on the process that will train it (`placement`). A checkpoint saves the carried rows with
-everything needed to train them (ids, rewards, sampling and generating log-probs; `carry_checkpoint`), so a resumed
+everything needed to train them (ids, rewards, sampling and generating log-probs; checkpoint.py), so a resumed
 run trains exactly the groups the uninterrupted run would have.
 """
 
-from dataclasses import dataclass
 
 import torch
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
-
-from .selection import groups_to_request
 
 LOGPS_METHOD = "_get_per_token_logps_and_entropies"
 # Keys of a scored batch with carried rows (TRL splits and shuffles them with the batch): which rows are carried,
 # and, where TRL computed no old log-probs, the carried rows' generating log-probs (zero for fresh rows).
 CARRIED_ROWS_KEY = "dynamic_sampling_carried_rows"
 GENERATING_LOGPS_KEY = "dynamic_sampling_generating_logps"
-
-
-@dataclass
-class CarryPlan:
-    """Surplus informative groups (indices in generation order) carried to the next batch, and those dropped."""
-
-    carried: list[int]
-    dropped: list[int]
-
-
-def plan_carry(informative: list[bool], selected: list[int], capacity: int) -> CarryPlan:
-    """Splits the informative groups that were not selected into carried (the earliest `capacity`) and dropped.
-
-    `capacity` is 0 when carrying is off, so every surplus group counts as dropped; with carrying it is the next
-    batch's number of groups, since a carried group must be trained in the very next batch or not at all.
-    """
-    if capacity < 0:
-        raise ValueError(f"plan_carry: capacity must be >= 0, got {capacity}.")
-    chosen = set(selected)
-    surplus = [i for i, flag in enumerate(informative) if flag and i not in chosen]
-    return CarryPlan(carried=surplus[:capacity], dropped=surplus[capacity:])
-
-
-def first_round_extra_groups_after_carry(
-    batch_groups: int, carried_groups: int, pass_rate: float | None, granularity: int
-) -> int:
-    """Groups to generate beside the dataloader's own in the first round when `carried_groups` of the
-    `batch_groups` are already filled by carried groups.
-
-    Only `batch_groups - carried_groups` fresh informative groups are needed. The dataloader's `batch_groups`
-    prompts are generated in any case (skipping them would change which prompts the run sees), so the extra
-    groups are what the pass rate asks for beyond them, rounded down to `granularity`. With no carried group this
-    is exactly `first_round_extra_groups`. The refill margin stays: what it over-generates is carried, not lost.
-    """
-    if not 0 <= carried_groups <= batch_groups:
-        raise ValueError(f"carried_groups must be in [0, {batch_groups}], got {carried_groups}.")
-    needed = batch_groups - carried_groups
-    if needed == 0 or pass_rate is None or pass_rate >= 1.0:
-        return 0
-    expected_total = groups_to_request(needed, pass_rate, batch_groups, granularity)
-    return max(0, expected_total - batch_groups) // granularity * granularity
-
-
-def carry_layout_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
-    """`None` where carrying is supported (one of `gradient_accumulation_steps` and `steps_per_generation *
-    num_iterations` divides the other; see the module docstring for the staleness each gives), else why not."""
-    generate_every = steps_per_generation * num_iterations
-    if gradient_accumulation_steps % generate_every == 0 or generate_every % gradient_accumulation_steps == 0:
-        return None
-    return (
-        f"neither of gradient_accumulation_steps ({gradient_accumulation_steps}) and steps_per_generation * "
-        f"num_iterations ({steps_per_generation} * {num_iterations} = {generate_every}) divides the other, so a "
-        "generation batch would begin partway through an optimizer step, where a carried group's staleness varies "
-        "from batch to batch and no test covers carrying"
-    )
 
 
 def trl_computes_old_logps(trainer) -> bool:
@@ -214,3 +156,46 @@ def scoring_rows_only(current, rows: list[int], model, input_ids, attention_mask
         scored, _, _ = current(model, input_ids[index], attention_mask[index], logits_to_keep, **taken)
         logps = logps.to(scored.dtype).index_copy(0, index, scored)
     return logps
+
+
+# The policy ratio of carried rows, logged per optimizer step.
+CARRIED_RATIO_MEAN = "dynamic_sampling/carried_ratio_mean"
+CARRIED_RATIO_MAX = "dynamic_sampling/carried_ratio_max"
+
+
+def carried_ratio_sums(
+    logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor, carried: torch.Tensor
+) -> torch.Tensor:
+    """`[sum, count, max]` of the per-token ratio over the carried rows' masked tokens (`max` is -inf when there are
+    none). `logps`, `old_logps`, `mask`: `(B, T)`; `carried`: `(B,)` bool."""
+    tokens = mask.bool() & carried.unsqueeze(1)
+    ratios = torch.exp(logps.float() - old_logps.float())[tokens]
+    largest = ratios.max() if ratios.numel() else torch.tensor(-torch.inf, device=ratios.device)
+    return torch.stack([ratios.sum(), torch.tensor(float(ratios.numel()), device=ratios.device), largest])
+
+
+class CarriedRatioWindow:
+    """Sums of the carried rows' ratio over one optimizer step's micro-batches, on this process."""
+
+    def __init__(self) -> None:
+        self.sums: torch.Tensor | None = None
+
+    def add(self, logps, old_logps, mask, carried) -> None:
+        sums = carried_ratio_sums(logps, old_logps, mask, carried)
+        if self.sums is None:
+            self.sums = sums
+        else:
+            self.sums = torch.stack([self.sums[0] + sums[0], self.sums[1] + sums[1], torch.maximum(self.sums[2], sums[2])])
+
+    def close(self, accelerator) -> dict[str, float] | None:
+        """The step's metrics over every process, and an empty window; `None` when no micro-batch of the step had
+        carried rows. Every process must call it at the same steps: whether a micro-batch holds the carried-rows key
+        is the same on every process (`scoring_with_generating_logps`), so `sums` is set on all or none."""
+        if self.sums is None:
+            return None
+        gathered = accelerator.gather(self.sums.unsqueeze(0)).view(-1, 3)
+        self.sums = None
+        total, count, largest = gathered[:, 0].sum().item(), gathered[:, 1].sum().item(), gathered[:, 2].max().item()
+        if count == 0:
+            return None
+        return {CARRIED_RATIO_MEAN: total / count, CARRIED_RATIO_MAX: largest}

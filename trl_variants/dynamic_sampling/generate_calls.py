@@ -1,7 +1,7 @@
 """Transformers `generate` calls in as few pieces as memory allows.
 
-A generation round reaches TRL's `_generate_single_turn` as one list of rows (`rounds.GenerationRoundsMixin
-._round_calls`). On a GPU a decoding step is bound by memory traffic and kernel launches, not by the number of rows,
+A generation round reaches TRL's `_generate_single_turn` as one list of rows (`DynamicSampler.round_calls`,
+sampler.py). On a GPU a decoding step is bound by memory traffic and kernel launches, not by the number of rows,
 so one call of three generation batches costs little more than one of a single batch, where three calls cost three
 times as much. The price is memory: a call's KV cache grows with its rows.
 
@@ -214,54 +214,53 @@ def rows_of_fields(fields: dict, images: list | None, num_rows: int) -> RowField
     return RowFields(split, frozenset(changed))
 
 
-class GenerateCallsMixin:
+class GenerateCalls:
     """Cuts TRL's transformers generation calls as `max_rows_per_generate_call`, the measured-memory plan and
     out-of-memory errors ask, and restores what TRL's generation context left changed after a failed call; see the
-    module docstring."""
+    module docstring. Owned by the dynamic sampler, and used with dynamic sampling off too (the trainer's
+    `_generate_single_turn` calls `generate_single_turn`)."""
 
-    # Rows per call since an out-of-memory error halved a training call: the cap of every later training call.
-    _rows_per_call_after_oom: int | None = None
-    # Set for the first turn of a generation round (`_planned_round`): its calls are planned before the first.
-    _round_to_plan: bool = False
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.memory = CallMemory(trainer.accelerator.device)
+        # Rows per call since an out-of-memory error halved a training call: the cap of every later training call.
+        self.learned_cap: int | None = None
+        # Set for the first turn of a generation round (`planned_round`): its calls are planned before the first.
+        self.round_to_plan = False
 
     @contextmanager
-    def _planned_round(self):
+    def planned_round(self):
         """Marks the next `_generate_single_turn` call, a round's first turn on every process, for the memory plan."""
-        self._round_to_plan = True
+        self.round_to_plan = True
         try:
             yield
         finally:
-            self._round_to_plan = False
+            self.round_to_plan = False
 
-    @property
-    def _call_memory(self) -> CallMemory:
-        memory = self.__dict__.get("_call_memory_state")
-        if memory is None:
-            memory = self.__dict__["_call_memory_state"] = CallMemory(self.accelerator.device)
-        return memory
-
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        generate = super()._generate_single_turn
-        planning, self._round_to_plan = self._round_to_plan, False
-        if self.use_vllm or self.use_transformers_continuous_batching:
+    def generate_single_turn(
+        self, generate, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
+    ):
+        """TRL's `_generate_single_turn` (`generate`) in as few calls as the caps allow (see the module docstring)."""
+        planning, self.round_to_plan = self.round_to_plan, False
+        if self.trainer.use_vllm or self.trainer.use_transformers_continuous_batching:
             return generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        accelerator, num_rows = self.accelerator, len(prompt_ids)
+        accelerator, num_rows = self.trainer.accelerator, len(prompt_ids)
         unit = call_unit(num_rows, num_generations)
-        user_cap = self.args.max_rows_per_generate_call
-        planned = self._round_rows_per_call(prompt_ids, unit) if planning else None
-        caps = [cap for cap in (user_cap, planned, self._rows_per_call_after_oom) if cap]
+        user_cap = self.trainer.args.max_rows_per_generate_call
+        planned = self.round_rows_per_call(prompt_ids, unit) if planning else None
+        caps = [cap for cap in (user_cap, planned, self.learned_cap) if cap]
         cap = min(caps, default=None)
         agreeing = planning and accelerator.num_processes > 1
         # Whether the inputs can be cut by row, looked at where a call may be cut.
         looked_at = agreeing or (cap is not None and cap < num_rows)
         per_row_fields = rows_of_fields(multimodal_fields, images, num_rows) if looked_at else None
         splittable = per_row_fields is not None or not looked_at
-        collectives = self._generate_has_collectives()
+        collectives = self.has_collectives()
         if agreeing:
             # One gather per round, before any process enters `generate`: every process makes the same calls.
             cap, splittable = agreed_calls(cap, splittable, accelerator.device)
-            if self._call_memory.last_plan is not None:
-                self._call_memory.last_plan = min(self._call_memory.last_plan, cap)
+            if self.memory.last_plan is not None:
+                self.memory.last_plan = min(self.memory.last_plan, cap)
         if not splittable and user_cap is not None and user_cap < num_rows:
             raise ValueError(
                 f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs "
@@ -284,7 +283,7 @@ class GenerateCallsMixin:
 
         try:
             can_cut = lambda: rows_of_fields(multimodal_fields, images, num_rows) is not None  # noqa: E731
-            outputs = self._generate_calls(pending, generate_rows, prompt_ids, unit, num_generations,
+            outputs = self.run_calls(pending, generate_rows, prompt_ids, unit, num_generations,
                                            multimodal_fields, can_cut)  # fmt: skip
             failure = None
         except Exception as error:
@@ -302,27 +301,27 @@ class GenerateCallsMixin:
             return completion_ids, None
         return completion_ids, [row for _, call_logprobs in outputs for row in call_logprobs]
 
-    def _generate_calls(self, pending, generate_rows, prompt_ids, unit, num_generations, multimodal_fields, can_cut):
+    def run_calls(self, pending, generate_rows, prompt_ids, unit, num_generations, multimodal_fields, can_cut):
         """Runs the calls `pending` in order, measuring training calls and halving a call that ran out of memory;
         returns each call's (completion ids, log-probs)."""
-        memory, outputs = self._call_memory, []
+        memory, outputs = self.memory, []
         while pending:
             call = pending.pop(0)
-            start = memory.device_memory.start() if self.model.training else None
+            start = memory.device_memory.start() if self.trainer.model.training else None
             try:
-                with self._generation_changes_undone():
+                with self.generation_changes_undone():
                     outputs.append(generate_rows(*call))
             except RuntimeError as error:
                 if not is_out_of_memory(error):
                     raise
                 splittable = call[1] - call[0] > unit and can_cut()
-                problem = self._retry_problem(call[1] - call[0], unit, num_generations, splittable, multimodal_fields)
+                problem = self.retry_problem(call[1] - call[0], unit, num_generations, splittable, multimodal_fields)
                 if problem is not None:
                     raise RuntimeError(f"{problem} The error was: {error}") from error
             else:
                 peak = memory.device_memory.peak_since(start)
                 if peak is not None:
-                    memory.add(CallPeak(call[1] - call[0], self._padded_prompt_tokens(prompt_ids[call[0]:call[1]]),
+                    memory.add(CallPeak(call[1] - call[0], self.padded_prompt_tokens(prompt_ids[call[0]:call[1]]),
                                         max((len(ids) for ids in outputs[-1][0]), default=0), peak))  # fmt: skip
                 continue
             # Out of the except block, so that the failed call's tensors, which its traceback holds, can be freed.
@@ -330,34 +329,35 @@ class GenerateCallsMixin:
             halves = halve_call(call, unit)
             pending[:0] = halves
             fitted = halves[0][1] - halves[0][0]
-            if self.model.training:
-                self._rows_per_call_after_oom = min(fitted, self._rows_per_call_after_oom or fitted)
+            if self.trainer.model.training:
+                self.learned_cap = min(fitted, self.learned_cap or fitted)
                 kept = f"the cap of every later call of this run (set {CAP_FIELD}={fitted} to start there)"
             else:
                 kept = "in this evaluation only (training calls keep their size)"
             logger.warning(
                 f"Generation ran out of memory in a generate call of {call[1] - call[0]} rows on process "
-                f"{self.accelerator.process_index}; retrying it as calls of at most {fitted} rows, {kept}."
+                f"{self.trainer.accelerator.process_index}; retrying it as calls of at most {fitted} rows, {kept}."
             )
         return outputs
 
-    def _padded_prompt_tokens(self, prompt_ids: list[list[int]]) -> int:
-        multiple = self.pad_to_multiple_of or 1
+    def padded_prompt_tokens(self, prompt_ids: list[list[int]]) -> int:
+        multiple = self.trainer.pad_to_multiple_of or 1
         return -(-max((len(ids) for ids in prompt_ids), default=0) // multiple) * multiple
 
-    def _round_rows_per_call(self, prompt_ids: list[list[int]], unit: int) -> int:
+    def round_rows_per_call(self, prompt_ids: list[list[int]], unit: int) -> int:
         """Rows per call for this round on this process: what the calls measured so far allow in the free memory
         (generation_memory.py), or, with no plan, one generation batch per process (`GRPOTrainer`'s call)."""
-        args, memory = self.args, self._call_memory
+        args, memory = self.trainer.args, self.memory
         batch_rows = -(-args.per_device_train_batch_size * args.steps_per_generation // unit) * unit
-        prompt_tokens = self._padded_prompt_tokens(prompt_ids)
+        prompt_tokens = self.padded_prompt_tokens(prompt_ids)
         free = memory.device_memory.free()
-        rows = memory.rows(free, prompt_tokens, self.max_completion_length, unit, batch_rows)
+        rows = memory.rows(free, prompt_tokens, self.trainer.max_completion_length, unit, batch_rows)
         memory.last_plan = rows
         if rows is None:
             if not (memory.logged_no_plan or memory.logged_plan):
                 memory.logged_no_plan = True
-                why = "no call measured yet" if free is not None else f"no memory reading on {self.accelerator.device}"
+                device = self.trainer.accelerator.device
+                why = "no call measured yet" if free is not None else f"no memory reading on {device}"
                 logger.info(
                     f"Generation calls: one generation batch per process ({batch_rows} rows, GRPOTrainer's call) "
                     f"until a plan exists ({why})."
@@ -366,47 +366,49 @@ class GenerateCallsMixin:
         if not memory.logged_plan:
             memory.logged_plan = True
             logger.info(
-                f"Generation memory plan: calls of at most {rows} rows on process {self.accelerator.process_index}, "
+                f"Generation memory plan: calls of at most {rows} rows on process "
+                f"{self.trainer.accelerator.process_index}, "
                 f"from {len(memory.calls)} measured call(s), {free / 2**30:.1f} GiB free, "
                 f"{generation_memory.MEMORY_MARGIN:.0%} of it kept free."
             )
         return rows
 
-    def _generate_has_collectives(self) -> bool:
+    def has_collectives(self) -> bool:
         """Whether `generate` runs collectives across processes (ZeRO-3 or FSDP on several processes)."""
-        return self.accelerator.num_processes > 1 and (self._dist.is_zero3 or self.is_fsdp_enabled)
+        trainer = self.trainer
+        return trainer.accelerator.num_processes > 1 and (trainer._dist.is_zero3 or trainer.is_fsdp_enabled)
 
-    def _learned_rows_per_call(self) -> int | None:
+    def learned_rows_per_call(self) -> int | None:
         """The smallest cap an out-of-memory error taught any process, for checkpoints (a gather on several
         processes, so every process calls it)."""
-        caps = [self._rows_per_call_after_oom]
-        if self.accelerator.num_processes > 1:
+        caps = [self.learned_cap]
+        if self.trainer.accelerator.num_processes > 1:
             caps = gather_object(caps)
         return min((cap for cap in caps if cap), default=None)
 
     @contextmanager
-    def _generation_changes_undone(self):
+    def generation_changes_undone(self):
         """On an error out of a generate call, turns back on what TRL's generation context turned off before the
         call and, having no `try/finally`, left off: gradient checkpointing, and ZeRO-3's DeepSpeed module hooks."""
-        unwrapped = self.accelerator.unwrap_model(self.model_wrapped)
+        unwrapped = self.trainer.accelerator.unwrap_model(self.trainer.model_wrapped)
         checkpointing = unwrapped.is_gradient_checkpointing
         try:
             yield
         except BaseException:
             if checkpointing and not unwrapped.is_gradient_checkpointing:
                 unwrapped.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+                    gradient_checkpointing_kwargs=self.trainer.args.gradient_checkpointing_kwargs
                 )
-            if self._dist.is_zero3 and zero3_hooks_removed(self.model_wrapped):
-                add_hooks(self.model_wrapped)
+            if self.trainer._dist.is_zero3 and zero3_hooks_removed(self.trainer.model_wrapped):
+                add_hooks(self.trainer.model_wrapped)
             raise
 
-    def _retry_problem(
+    def retry_problem(
         self, rows: int, unit: int, num_generations: int, splittable: bool, multimodal_fields: dict | None = None
     ) -> str | None:
-        accelerator = self.accelerator
+        accelerator = self.trainer.accelerator
         return retry_problem(
-            rows, unit, num_generations, self._generate_has_collectives(), splittable, accelerator.process_index,
+            rows, unit, num_generations, self.has_collectives(), splittable, accelerator.process_index,
             accelerator.num_processes, sorted(multimodal_fields or ()),
         )  # fmt: skip
 

@@ -3,10 +3,38 @@
 A *group* is the `num_generations` completions of one prompt. It is *degenerate* when all its scores are equal
 (all right or all wrong): its group-relative advantages are zero and it carries no gradient. Dynamic sampling
 trains only on *informative* groups and generates more prompts until the batch is full of them.
+
+Shares. Phase 1 keeps every group whole on the process that generated it: a generation segment (the dataloader's
+batch, a refill round) is split over the processes in contiguous shares of whole groups, so the segment's groups in
+generation order are process 0's share, then process 1's, and so on. Each process scores only its own rows and
+knows only its own groups' informative flags. What the decision needs from the others is one count per *share*
+(a process's part of one segment): how many of its groups are informative. The share's size is known to all.
+
+The decision's rules (`select_groups`: the first `needed` informative groups in generation order, then with `fill`
+the earliest degenerate ones; `plan_carry`: the earliest surplus informative groups up to the capacity) depend on
+the order of groups only through which share each falls in: inside a share, the k-th group selected is that
+share's k-th informative (or degenerate) group. So every process applies the rules to `share_flags`, which lists
+each share's informative groups before its degenerate ones, and gets the same shares, counts and order as the rules
+would on the true flags; `group_ref` names a chosen group by share, kind and ordinal, which the holder alone
+resolves to one of its groups (`local_position`). `decide_round` applies both rules.
+
+Options. Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
+
+The real-model study (docs/results/real_model_study_method.md, a non-inferiority test against DAPO as published)
+decides both defaults, and a test holds them to its decision. Skipping with carrying was not shown non-inferior,
+so `skip_degenerate_prompts` defaults to `False`; carrying alone was, so `dynamic_sampling_carry_surplus` defaults
+to `None`, "on wherever it is supported". A default must never refuse a run that the explicit setting `False` would
+train, so where carrying cannot work the default resolves to off and says why; only an explicit `True` is refused
+there.
+
+The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step, which
+TRL's own `reward` no longer shows under dynamic sampling: TRL measures the trained batch, which holds informative
+(mixed) groups only. Each process sums its own completions' rewards; the sums are reduced once per step with the
+other sampling metrics.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -24,7 +52,9 @@ def informative_group_mask(scores: torch.Tensor, tolerance: float) -> torch.Tens
     (a reward that returned `None`) are ignored; a group with fewer than two scored completions is degenerate.
     """
     if scores.dim() != 2:
-        raise ValueError(f"informative_group_mask: scores must be 2-D (groups, generations), got {tuple(scores.shape)}.")
+        raise ValueError(
+            f"informative_group_mask: scores must be 2-D (groups, generations), got {tuple(scores.shape)}."
+        )
     scored = ~torch.isnan(scores)
     highest = torch.where(scored, scores, torch.full_like(scores, -math.inf)).amax(dim=1)
     lowest = torch.where(scored, scores, torch.full_like(scores, math.inf)).amin(dim=1)
@@ -150,54 +180,209 @@ class PassRateTracker:
 
 
 @dataclass
-class RefillSampler:
-    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset.
+class CarryPlan:
+    """Surplus informative groups (indices in generation order) carried to the next batch, and those dropped."""
 
-    It is independent of the trainer's dataloader, so drawing refills changes neither the step and epoch
-    accounting nor the learning-rate schedule, and it is identical on every process for the same seed.
+    carried: list[int]
+    dropped: list[int]
+
+
+def plan_carry(informative: list[bool], selected: list[int], capacity: int) -> CarryPlan:
+    """Splits the informative groups that were not selected into carried (the earliest `capacity`) and dropped.
+
+    `capacity` is 0 when carrying is off, so every surplus group counts as dropped; with carrying it is the next
+    batch's number of groups, since a carried group must be trained in the very next batch or not at all.
     """
+    if capacity < 0:
+        raise ValueError(f"plan_carry: capacity must be >= 0, got {capacity}.")
+    chosen = set(selected)
+    surplus = [i for i, flag in enumerate(informative) if flag and i not in chosen]
+    return CarryPlan(carried=surplus[:capacity], dropped=surplus[capacity:])
 
-    dataset_size: int
-    seed: int
-    epoch: int = 0
-    position: int = 0
-    _order: list[int] = field(default_factory=list, repr=False)
+
+def first_round_extra_groups_after_carry(
+    batch_groups: int, carried_groups: int, pass_rate: float | None, granularity: int
+) -> int:
+    """Groups to generate beside the dataloader's own in the first round when `carried_groups` of the
+    `batch_groups` are already filled by carried groups.
+
+    Only `batch_groups - carried_groups` fresh informative groups are needed. The dataloader's `batch_groups`
+    prompts are generated in any case (skipping them would change which prompts the run sees), so the extra
+    groups are what the pass rate asks for beyond them, rounded down to `granularity`. With no carried group this
+    is exactly `first_round_extra_groups`. The refill margin stays: what it over-generates is carried, not lost.
+    """
+    if not 0 <= carried_groups <= batch_groups:
+        raise ValueError(f"carried_groups must be in [0, {batch_groups}], got {carried_groups}.")
+    needed = batch_groups - carried_groups
+    if needed == 0 or pass_rate is None or pass_rate >= 1.0:
+        return 0
+    expected_total = groups_to_request(needed, pass_rate, batch_groups, granularity)
+    return max(0, expected_total - batch_groups) // granularity * granularity
+
+
+def carry_layout_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
+    """`None` where carrying is supported (one of `gradient_accumulation_steps` and `steps_per_generation *
+    num_iterations` divides the other; see the module docstring for the staleness each gives), else why not."""
+    generate_every = steps_per_generation * num_iterations
+    if gradient_accumulation_steps % generate_every == 0 or generate_every % gradient_accumulation_steps == 0:
+        return None
+    return (
+        f"neither of gradient_accumulation_steps ({gradient_accumulation_steps}) and steps_per_generation * "
+        f"num_iterations ({steps_per_generation} * {num_iterations} = {generate_every}) divides the other, so a "
+        "generation batch would begin partway through an optimizer step, where a carried group's staleness varies "
+        "from batch to batch and no test covers carrying"
+    )
+
+
+@dataclass(frozen=True)
+class Share:
+    """One process's contiguous part of one generation segment: `groups` whole groups, `informative` of them
+    informative."""
+
+    process: int
+    groups: int
+    informative: int
 
     def __post_init__(self):
-        if self.dataset_size < 1:
-            raise ValueError(f"RefillSampler: dataset_size must be >= 1, got {self.dataset_size}.")
-
-    def _permutation(self) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.dataset_size, generator=generator).tolist()
-
-    def draw(self, count: int) -> list[int]:
-        drawn = []
-        while len(drawn) < count:
-            if not self._order:
-                self._order = self._permutation()
-            if self.position >= self.dataset_size:
-                self.epoch += 1
-                self.position = 0
-                self._order = self._permutation()
-            take = min(count - len(drawn), self.dataset_size - self.position)
-            drawn.extend(self._order[self.position : self.position + take])
-            self.position += take
-        return drawn
-
-    def state_dict(self) -> dict[str, int]:
-        return {"dataset_size": self.dataset_size, "seed": self.seed, "epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        if "dataset_size" not in state:
+        if self.process < 0 or not 0 <= self.informative <= self.groups:
             raise ValueError(
-                "RefillSampler: the checkpoint's refill state is a streaming dataset's, but train_dataset is map-style; "
-                "resume with the training dataset the checkpoint was saved with."
+                f"Share: need process >= 0 and 0 <= informative <= groups, got process={self.process}, "
+                f"groups={self.groups}, informative={self.informative}."
             )
-        if state["dataset_size"] != self.dataset_size:
-            raise ValueError(
-                f"RefillSampler: the checkpoint's dataset has {state['dataset_size']} rows, this one has "
-                f"{self.dataset_size}; resume with the same training dataset."
-            )
-        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
-        self._order = []
+
+
+@dataclass(frozen=True)
+class GroupRef:
+    """The `ordinal`-th informative (or degenerate) group of share `share`, in the holder's generation order."""
+
+    share: int
+    informative: bool
+    ordinal: int
+
+
+def share_flags(shares: list[Share]) -> list[bool]:
+    """Informative flags in share order, each share's informative groups first: equal to the true flags up to the
+    order inside each share, which the decision's rules do not depend on (see the module docstring)."""
+    return [flag for share in shares for flag in [True] * share.informative + [False] * (share.groups - share.informative)]
+
+
+def group_ref(shares: list[Share], index: int) -> GroupRef:
+    """The group at position `index` of `share_flags(shares)`."""
+    if index < 0:
+        raise ValueError(f"group_ref: index must be >= 0, got {index}.")
+    start = 0
+    for number, share in enumerate(shares):
+        if index < start + share.groups:
+            offset = index - start
+            if offset < share.informative:
+                return GroupRef(number, True, offset)
+            return GroupRef(number, False, offset - share.informative)
+        start += share.groups
+    raise ValueError(f"group_ref: index {index} is beyond the {start} groups of the shares.")
+
+
+def local_position(flags: list[bool], ref: GroupRef) -> int:
+    """Position, in its holder's share, of the group `ref` names, given the share's true informative `flags`."""
+    positions = [position for position, flag in enumerate(flags) if flag == ref.informative]
+    if ref.ordinal >= len(positions):
+        kind = "informative" if ref.informative else "degenerate"
+        raise ValueError(f"local_position: the share has {len(positions)} {kind} groups, not {ref.ordinal + 1}.")
+    return positions[ref.ordinal]
+
+
+def segment_shares(groups_per_share: int, counts: list[int]) -> list[Share]:
+    """A segment's shares from every process's informative count (process order)."""
+    return [Share(process, groups_per_share, count) for process, count in enumerate(counts)]
+
+
+CARRY_VLM_PROBLEM = (
+    "vision-language models are not supported: a carried row's generating log-probs are recorded without its images"
+)
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """The resolved options; `carry_off_reason` says why the default left carrying off (`None` when it did not)."""
+
+    skip_degenerate_prompts: bool
+    carry_surplus: bool
+    carry_off_reason: str | None = None
+
+
+def resolve_sampling_options(
+    dynamic_sampling: bool,
+    skip_degenerate_prompts: bool,
+    carry_surplus: bool | None,
+    gradient_accumulation_steps: int,
+    steps_per_generation: int,
+    num_iterations: int,
+    is_vision_language_model: bool,
+) -> SamplingOptions:
+    """Resolves carrying's `None` default; raises `ValueError` for an explicit `True` that cannot work.
+
+    Without dynamic sampling both options are off (an explicit `True` for skipping is refused by `DAPOConfig`).
+    """
+    if not dynamic_sampling:
+        return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
+    problem = carry_layout_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
+    if problem is None and is_vision_language_model:
+        problem = CARRY_VLM_PROBLEM
+    if carry_surplus is None:
+        return SamplingOptions(skip_degenerate_prompts, carry_surplus=problem is None, carry_off_reason=problem)
+    if carry_surplus and problem is not None:
+        raise ValueError(f"dynamic_sampling_carry_surplus=True is not allowed: {problem}.")
+    return SamplingOptions(skip_degenerate_prompts, carry_surplus=carry_surplus)
+
+
+# Logged beside TRL's `reward`; docs/metrics.md says which of the two to read.
+ALL_GROUPS_REWARD_METRIC = "dynamic_sampling/reward_all_groups"
+
+
+def total_reward_sum(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> tuple[float, int]:
+    """Sum over completions of the weighted sum of their rewards, and the number of completions: their quotient is
+    `GRPOTrainer`'s `reward` (a reward function's `None`, NaN, counts as 0 in a completion's sum)."""
+    totals = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    return totals.sum().item(), totals.numel()
+
+
+@dataclass
+class RoundDecision:
+    """What a step does with its generated groups. `trained` and `carried` name groups by `GroupRef` (each resolved
+    by the process that holds it); `kept`, `filled` and `dropped` are positions in `share_flags` order. `short`: fewer
+    groups than needed could be trained (the caller raises or trains on, as `dynamic_sampling_on_exhausted` says)."""
+
+    trained: list[GroupRef]
+    carried: list[GroupRef]
+    kept: list[int]
+    filled: list[int]
+    dropped: list[int]
+    short: bool
+
+
+def decide_round(shares: list[tuple[int, int]], needed: int, fill: bool, carry_capacity: int) -> RoundDecision:
+    """The keep/carry/drop decision over a step's generated groups, from each share's `(groups, informative)` counts
+    in generation order (the shares of one segment in process order; see the module docstring).
+
+    Trained: the first `needed` informative groups, then with `fill` the earliest degenerate ones when too few are
+    informative. Carried: the earliest informative groups beyond those, up to `carry_capacity` (0: carrying off;
+    with carrying, the next batch's number of groups). Dropped: the informative groups left over.
+
+    Without `GRPOTrainer`: an asynchronous trainer that scores groups as they arrive calls this with the counts it
+    holds so far; while `short`, it asks for `groups_to_request(needed - informative, pass_rate, ...)` more prompts;
+    once it is not, it trains `trained` (carried groups of the previous call first) and keeps `carried` for the
+    next batch. Every process that calls it with the same counts gets the same answer, with no collective.
+    """
+    if needed < 0 or carry_capacity < 0:
+        raise ValueError(f"decide_round: needed and carry_capacity must be >= 0, got {needed} and {carry_capacity}.")
+    parts = [Share(0, groups, informative) for groups, informative in shares]
+    flags = share_flags(parts)
+    selection = select_groups(flags, needed, fill)
+    surplus = plan_carry(flags, selection.indices, carry_capacity)
+    return RoundDecision(
+        trained=[group_ref(parts, index) for index in selection.indices],
+        carried=[group_ref(parts, index) for index in surplus.carried],
+        kept=selection.kept,
+        filled=selection.filled,
+        dropped=surplus.dropped,
+        short=len(selection.indices) < needed,
+    )

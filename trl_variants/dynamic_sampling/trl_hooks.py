@@ -10,7 +10,7 @@ can be checked at run time, the function checks it and fails naming the TRL vers
 What is not here: overrides of `GRPOTrainer` methods, which subclass methods calling `super()` make (listed in
 `DAPOTrainer`'s docstring, "Overrides"); and `vllm_cpu.keep_linear_weights_reloadable`, which patches vLLM, not TRL.
 
-Phase 1 (generation rounds, `rounds.py`):
+Phase 1 (generation rounds, `sampler.py`):
 - `generate_like_trl`: TRL's `_generate_and_score_completions` run up to the end of `_generate`, with the tool loop
   recorded (`_tool_call_loop`, the tool functions of `_sync_tool_dicts`/`_async_tool_dicts`);
 - `metric_gathers_skipped`: `accelerator.gather` local for `_generate`'s completion metrics, not for generation;

@@ -13,9 +13,9 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
-from ..dynamic_sampling.skipping_trainer import HISTORY_FILE as PROMPT_HISTORY_FILE
-from ..dynamic_sampling.carry_checkpoint import CARRIED_FILE, missing_rank_files
-from ..dynamic_sampling.trainer import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
+from ..dynamic_sampling.checkpoint import CARRIED_FILE, missing_rank_files
+from ..dynamic_sampling.checkpoint import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
+from ..experimental.prompt_skipping.skipper import HISTORY_FILE as PROMPT_HISTORY_FILE
 
 logger = logging.get_logger(__name__)
 

@@ -28,9 +28,9 @@ logger = logging.get_logger(__name__)
 
 class ReliabilityMixin:
     """Adds the reward guard, the dataset checks, small-dataset cycling and complete-checkpoint resumes to a
-    `GRPOTrainer` subclass. `_setup_reliability_checks` must run right after `GRPOTrainer.__init__`."""
+    `GRPOTrainer` subclass. `setup_reliability_checks` must run right after `GRPOTrainer.__init__`."""
 
-    def _setup_reliability_checks(self) -> None:
+    def setup_reliability_checks(self) -> None:
         # With a rollout function, reward functions may read fields the rollout adds, which no dataset shows.
         reward_funcs, names = (self.reward_funcs, self.reward_func_names) if self.rollout_func is None else ([], [])
         datasets = {"train_dataset": self.train_dataset}

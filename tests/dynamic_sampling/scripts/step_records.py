@@ -1,14 +1,14 @@
 """Records, per rank and per step, what dynamic sampling generated, decided and trained, so that a test can put the
 ranks' records together and recompute the single-process decision (tests/dynamic_sampling/trained_groups.py).
 
-Used by the torchrun and DeepSpeed launch scripts: `recording_steps(trainer, steps)` wraps the trainer module's
+Used by the torchrun and DeepSpeed launch scripts: `recording_steps(trainer, steps)` wraps the sampler module's
 `place_batch`, where the decision's groups are laid out over the processes, and appends one record per step.
 """
 
 from contextlib import contextmanager
 
-import trl_variants.dynamic_sampling.trainer as sampling_trainer
-from trl_variants.dynamic_sampling.shares import local_position
+import trl_variants.dynamic_sampling.sampler as sampling_trainer
+from trl_variants.dynamic_sampling.selection import local_position
 
 
 def generation_index(pool, ref) -> int:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import torch  # noqa: E402
 
-import trl_variants.dynamic_sampling.trainer as sampling_rounds  # noqa: E402
+import trl_variants.dynamic_sampling.selection as sampling_rounds  # noqa: E402
 import trl_variants.dynamic_sampling.trl_hooks as trl_hooks  # noqa: E402
 from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
     CountingEnvironment,
@@ -42,7 +42,7 @@ SPLIT_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of 
 STEPS = 3
 MAX_ROUNDS = 3
 
-# Every `select_groups` decision of this process (on the per-share flags, `shares.share_flags`), appended by the
+# Every `select_groups` decision of this process (on the per-share flags, `selection.share_flags`), appended by the
 # wrapper below.
 decisions: list[dict] = []
 _select_groups = sampling_rounds.select_groups
@@ -87,12 +87,12 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=P
         processing_class=task.tokenizer,
     )  # fmt: skip
     batches, local_rows, loss_rows = [], [], []
-    sample_informative = trainer._sample_informative_batch
+    sample_informative = trainer.dynamic_sampler.sample_batch
     generate_and_score = trainer._generate_and_score_completions
     compute_loss = trainer._compute_loss
 
-    def recording_sample_informative(inputs):
-        batch = sample_informative(inputs)
+    def recording_sample_informative(inputs, trl_generate_and_score):
+        batch = sample_informative(inputs, trl_generate_and_score)
         batches.append(
             {
                 "prompts": [row.row["prompt"] for row in batch.local],
@@ -118,19 +118,19 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=P
         loss_rows.append(int(inputs["prompt_ids"].shape[0]))
         return compute_loss(model, inputs)
 
-    trainer._sample_informative_batch = recording_sample_informative
+    trainer.dynamic_sampler.sample_batch = recording_sample_informative
     trainer._generate_and_score_completions = recording_generate_and_score
     trainer._compute_loss = recording_compute_loss
     picks = []
-    if trainer._skipping:
-        pick = trainer._pick
+    if trainer.dynamic_sampler.skipper is not None:
+        pick = trainer.dynamic_sampler.skipper.pick
 
-        def recording_pick(first, needed):
-            picked = pick(first, needed)
+        def recording_pick(first, needed, step):
+            picked = pick(first, needed, step)
             picks.append({"first": list(first), "prompts": picked.prompts, "skipped": picked.skipped})
             return picked
 
-        trainer._pick = recording_pick
+        trainer.dynamic_sampler.skipper.pick = recording_pick
     trainer.train()
 
     record = {
@@ -143,10 +143,10 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=P
         "loss_rows": loss_rows,
         "picks": picks,
         "history": None
-        if not trainer._skipping
-        else {name: array.tolist() for name, array in trainer._skip_history.arrays().items()},
+        if trainer.dynamic_sampler.skipper is None
+        else {name: array.tolist() for name, array in trainer.dynamic_sampler.skipper.arrays_owner.arrays().items()},
         "explore_p": getattr(trainer, "_explore_p", None),
-        "refill_state": trainer._refill_sampler.state_dict(),
+        "refill_state": trainer.dynamic_sampler.refill.state_dict(),
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
             for entry in trainer.state.log_history

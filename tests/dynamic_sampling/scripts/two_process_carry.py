@@ -74,18 +74,18 @@ def main() -> None:
             logps_forwards["rows"] += kwargs["input_ids"].shape[0]
 
     trainer.model.register_forward_pre_hook(count_logps_forward, with_kwargs=True)
-    sample = trainer._sample_informative_batch
+    sample = trainer.dynamic_sampler.sample_batch
     compute_loss = trainer._compute_loss
 
-    def recording_sample(inputs):
+    def recording_sample(inputs, trl_generate_and_score):
         policy = copy.deepcopy(pristine)
         policy.load_state_dict(trainer.model.state_dict())
-        batch = sample(inputs)
+        batch = sample(inputs, trl_generate_and_score)
         steps.append(
             {
                 "policy": policy,
                 "batch": [[row.prompt_ids, row.completion_ids] for row in batch.local],
-                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer._carried.rows.values()],
+                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer.dynamic_sampler.carried.rows.values()],
                 "loss_rows": 0,
                 "carried_error": [],
                 "fresh_error": [],
@@ -115,7 +115,7 @@ def main() -> None:
                 record["fresh_error"].append(float((old - current).abs().max()))
         return loss
 
-    trainer._sample_informative_batch = recording_sample
+    trainer.dynamic_sampler.sample_batch = recording_sample
     trainer._compute_loss = recording_loss
     trainer.train()
     for step in steps:

@@ -29,7 +29,7 @@ from tests.dynamic_sampling.scripts.rewards import HalfDegenerateReward  # noqa:
 from tests.dynamic_sampling.scripts.step_records import recording_steps  # noqa: E402
 from tests.helpers import toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
-from trl_variants.dynamic_sampling.exchange import ExchangePlan, plan_exchange  # noqa: E402
+from trl_variants.dynamic_sampling.placement import ExchangePlan, plan_exchange  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
 
 NUM_GENERATIONS = 4
@@ -62,7 +62,7 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
         processing_class=task.tokenizer,
     )  # fmt: skip
     steps = []
-    exchange_rows = trainer._exchange_rows
+    exchange_rows = trainer.dynamic_sampler.exchange_rows
 
     def counting_exchange(outgoing, senders):
         received = exchange_rows(outgoing, senders)
@@ -70,7 +70,7 @@ def run(name: str, task, pristine, out_dir: Path, resume_from: str | None = None
         return received
 
     pending: list[int] = []
-    trainer._exchange_rows = counting_exchange
+    trainer.dynamic_sampler.exchange_rows = counting_exchange
     try:
         with recording_steps(trainer, steps):
             trainer.train(resume_from_checkpoint=resume_from)

@@ -1,9 +1,15 @@
-"""Saving and restoring the carried groups (`dynamic_sampling_carry_surplus=True`) with a checkpoint.
+"""Saving and restoring the dynamic sampler's state with a checkpoint: `save_sampler_state`, `load_sampler_state`.
 
-Each carried row lives on the process that will train it, so each process writes its own rows
-(`CARRIED_RANK_FILE`, rewards included) and the main process writes `CARRIED_FILE`: the number of processes and
-every row's process. A run resumed on the same number of processes restores every process's rows exactly, so it trains the
-groups the uninterrupted run would have, where it would have. Resumed on another number of processes, every process
+`STATE_FILE` (JSON, written by the main process) holds the refill source's position, the pass-rate estimate, the
+smallest generate-call cap an out-of-memory error taught any process (kept with dynamic sampling off too: it caps a
+plain generation batch's call alike) and, with prompt skipping, the skipper's state (its arrays go to a file of
+their own, experimental/prompt_skipping).
+
+Carried groups (`dynamic_sampling_carry_surplus=True`). Each carried row lives on the process that will train it,
+so each process writes its own rows (`CARRIED_RANK_FILE`, rewards included) and the main process writes
+`CARRIED_FILE`: the number of processes and every row's process. A run resumed on the same number of processes
+restores every process's rows exactly, so it trains the groups the uninterrupted run would have, where it would
+have. Resumed on another number of processes, every process
 reads all the saved rows and keeps an even share of the groups (the next batch's plan may then move some rows); the
 carried groups must fit in the new batch.
 
@@ -11,18 +17,18 @@ Files are written with `torch.save` and read with `weights_only=True`, so a chec
 containers, numbers, strings and tensors.
 """
 
+import json
 import os
 from dataclasses import asdict
 
 import torch
 from transformers.utils import logging
 
-from .exchange import NOWHERE, plan_carry_destinations
-from .placement import CarriedGroups
-from .rounds import GeneratedRow
+from .placement import NOWHERE, CarriedGroups, GeneratedRow, plan_carry_destinations
 
 logger = logging.get_logger(__name__)
 
+STATE_FILE = "dynamic_sampling_state.json"
 # Written by the main process; lists every carried row's process (older checkpoints: and its rewards).
 CARRIED_FILE = "dynamic_sampling_carried_groups.pt"
 # Written by each process: its own carried rows.
@@ -39,11 +45,50 @@ def missing_rank_files(checkpoint_dir: str) -> list[str]:
     return [name for name in names if not os.path.isfile(os.path.join(checkpoint_dir, name))]
 
 
-def save_carried_groups(trainer, checkpoint_dir: str) -> None:
+def save_sampler_state(sampler, checkpoint_dir: str) -> None:
+    """Writes the sampler's state into `checkpoint_dir`; called by every process (it gathers)."""
+    trainer = sampler.trainer
+    args = trainer.args
+    rows_per_call = sampler.calls.learned_rows_per_call()
+    if args.should_save and (sampler.enabled or rows_per_call is not None):
+        state = {}
+        if sampler.enabled:
+            state = {
+                "refill_sampler": sampler.refill.state_dict() if sampler.refill else None,
+                "pass_rate_estimate": sampler.pass_rate.estimate,
+                "skipping": sampler.skipper.state() if sampler.skipper else None,
+            }
+        with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
+            json.dump({**state, "rows_per_call_after_oom": rows_per_call}, state_file)
+    if sampler.skipper is not None and args.should_save:
+        sampler.skipper.save(checkpoint_dir)
+    if sampler.options.carry_surplus:
+        save_carried_groups(sampler, checkpoint_dir)
+
+
+def load_sampler_state(sampler, checkpoint_dir: str) -> None:
+    path = os.path.join(checkpoint_dir, STATE_FILE)
+    if not os.path.exists(path):
+        return
+    with open(path) as state_file:
+        state = json.load(state_file)
+    sampler.calls.learned_cap = state.get("rows_per_call_after_oom")
+    if not sampler.enabled or "refill_sampler" not in state:
+        return
+    if state["refill_sampler"] is not None and sampler.refill is not None:
+        sampler.refill.load_state_dict(state["refill_sampler"])
+    sampler.pass_rate.estimate = state["pass_rate_estimate"]
+    if sampler.skipper is not None:
+        sampler.skipper.load(state.get("skipping"), checkpoint_dir)
+    if sampler.options.carry_surplus:
+        sampler.carried = load_carried_groups(sampler.trainer, checkpoint_dir)
+
+
+def save_carried_groups(sampler, checkpoint_dir: str) -> None:
     """Every process writes its carried rows; the main process writes `CARRIED_FILE`. Saved even when nothing is
     carried, so that a carrying run's checkpoint without these files reads as incomplete. Ends with a barrier, so
     that transformers writes `trainer_state.json` (the mark of a complete checkpoint) after every file."""
-    carried = trainer._carried
+    trainer, carried = sampler.trainer, sampler.carried
     os.makedirs(checkpoint_dir, exist_ok=True)
     rank = trainer.accelerator.process_index
     rows = [(group, row, asdict(record)) for (group, row), record in sorted(carried.rows.items())]

@@ -1,0 +1,146 @@
+"""The dynamic sampler as a component: its decision as a plain API (no model, no trainer), and the state it keeps off
+the trainer (private names, cross-mixin reads)."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import transformers
+from trl import GRPOConfig, GRPOTrainer
+
+from trl_variants import DAPOConfig, DAPOTrainer
+from trl_variants.dynamic_sampling.selection import GroupRef, decide_round, groups_to_request
+
+from ..helpers import toy_config, toy_trainer
+
+PACKAGE = Path(__file__).resolve().parents[2] / "trl_variants"
+# The most private names a DAPOTrainer may hold beyond a GRPOTrainer's (attributes and methods).
+MAX_PRIVATE_NAMES = 15
+
+
+# The decision, without a model: shares are `(groups, informative)` counts in generation order.
+
+
+def test_the_first_informative_groups_are_trained_and_the_next_ones_carried():
+    # Two processes' shares of the dataloader's batch (3 groups each), then one refill share.
+    decision = decide_round([(3, 1), (3, 2), (2, 2)], needed=4, fill=False, carry_capacity=4)
+    assert not decision.short
+    # Inside a share, informative groups are named by ordinal; the share's holder resolves them.
+    assert decision.trained == [GroupRef(0, True, 0), GroupRef(1, True, 0), GroupRef(1, True, 1), GroupRef(2, True, 0)]
+    assert decision.carried == [GroupRef(2, True, 1)]
+    assert decision.dropped == [] and decision.filled == []
+
+
+def test_surplus_beyond_the_carry_capacity_is_dropped_and_nothing_is_carried_without_carrying():
+    carrying = decide_round([(4, 4), (4, 4)], needed=2, fill=False, carry_capacity=2)
+    assert len(carrying.carried) == 2 and len(carrying.dropped) == 4
+    published = decide_round([(4, 4), (4, 4)], needed=2, fill=False, carry_capacity=0)
+    assert published.carried == [] and len(published.dropped) == 6
+
+
+def test_a_short_round_is_filled_with_the_earliest_degenerate_groups_only_when_asked():
+    shares = [(4, 1), (4, 0)]
+    refused = decide_round(shares, needed=3, fill=False, carry_capacity=3)
+    assert refused.short and refused.trained == [GroupRef(0, True, 0)]
+    filled = decide_round(shares, needed=3, fill=True, carry_capacity=3)
+    assert not filled.short
+    assert filled.trained == [GroupRef(0, True, 0), GroupRef(0, False, 0), GroupRef(0, False, 1)]
+    assert filled.kept == [0] and filled.filled == [1, 2]
+
+
+def test_an_asynchronous_caller_asks_for_more_prompts_until_the_batch_is_full():
+    """How a caller without `GRPOTrainer` drives it: decide on what arrived, ask for more while short."""
+    arrived, needed, batch_groups, processes = [(4, 1)], 4, 4, 2
+    requests = []
+    while (decision := decide_round(arrived, needed, fill=False, carry_capacity=batch_groups)).short:
+        informative = sum(count for _, count in arrived)
+        generated = sum(groups for groups, _ in arrived)
+        request = groups_to_request(needed - informative, informative / generated, batch_groups, processes)
+        requests.append(request)
+        arrived.append((request, request // 2))  # half of each refill informative
+    # 3 missing at a pass rate of 1/4, with the margin: 15 groups, rounded up to whole groups per process.
+    assert requests == [16]
+    assert len(decision.trained) == 4 and len(decision.carried) == 4 and len(decision.dropped) == 1
+
+
+def test_bad_counts_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="decide_round: needed and carry_capacity must be >= 0, got -1 and 0"):
+        decide_round([(1, 1)], needed=-1, fill=False, carry_capacity=0)
+    with pytest.raises(ValueError, match="Share: need process >= 0 and 0 <= informative <= groups"):
+        decide_round([(1, 2)], needed=1, fill=False, carry_capacity=0)
+
+
+# The state kept off the trainer.
+
+
+def trainer_attributes() -> set[str]:
+    """Every name `GRPOTrainer` (or transformers' `Trainer`) defines or sets on `self`."""
+    names = {name for name in dir(GRPOTrainer)}
+    for module in (inspect.getmodule(GRPOTrainer), transformers.trainer):
+        tree = ast.parse(Path(inspect.getsourcefile(module)).read_text(encoding="utf-8"))
+        names |= {
+            node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and isinstance(node.ctx, ast.Store)
+        }  # fmt: skip
+    return names
+
+
+def private_reads(tree: ast.AST, receiver: str) -> list[ast.Attribute]:
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == receiver
+        and node.attr.startswith("_") and not node.attr.startswith("__")
+    ]  # fmt: skip
+
+
+def test_no_mixin_reads_a_private_name_another_mixin_defines():
+    """In the trainers and their mixins, `self._name` is the class's own (a method, or an attribute it sets) or
+    TRL's; elsewhere, `trainer._name` is TRL's only: the dynamic sampler's state is reached through
+    `trainer.dynamic_sampler`."""
+    trl_names = trainer_attributes()
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                   and node.name.endswith(("Mixin", "Trainer"))]  # fmt: skip
+        for cls in classes:
+            own = {node.name for node in cls.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+            own |= {node.attr for node in private_reads(cls, "self") if isinstance(node.ctx, ast.Store)}
+            for node in private_reads(cls, "self"):
+                if node.attr not in own | trl_names:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {cls.name} reads self.{node.attr}")
+        for node in private_reads(tree, "trainer"):
+            if node.attr not in trl_names:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads trainer.{node.attr}")
+    assert found == []
+
+
+def test_the_check_sees_a_cross_mixin_read(tmp_path):
+    source = "class AMixin:\n    def f(self):\n        return self._theirs\n"
+    tree = ast.parse(source)
+    cls = tree.body[0]
+    own = {node.name for node in cls.body if isinstance(node, ast.FunctionDef)}
+    assert [node.attr for node in private_reads(cls, "self") if node.attr not in own | trainer_attributes()] == [
+        "_theirs"
+    ]
+
+
+def private_names(trainer) -> set[str]:
+    names = set(dir(trainer)) | set(vars(trainer))
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+@pytest.mark.slow
+def test_a_trained_dapo_trainer_adds_few_private_names_to_grpo_trainers(toy_task, tmp_path):
+    """Against a trained `GRPOTrainer`: a future TRL attribute of the same name would collide silently, so the
+    package keeps its state on the dynamic sampler."""
+    grpo = toy_trainer(GRPOTrainer, toy_config(GRPOConfig, tmp_path / "grpo", max_steps=1), toy_task)
+    grpo.train()
+    config = toy_config(DAPOConfig, tmp_path / "dapo", max_steps=1, skip_degenerate_prompts=True)
+    dapo = toy_trainer(DAPOTrainer, config, toy_task)
+    dapo.train()
+    added = sorted(private_names(dapo) - private_names(grpo))
+    assert len(added) <= MAX_PRIVATE_NAMES, added
+    assert "_dynamic_sampler" in added

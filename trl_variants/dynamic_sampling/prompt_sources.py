@@ -1,0 +1,394 @@
+"""Where a step's prompts come from, and how each is named, for dynamic sampling.
+
+Refill prompts come from a source of their own, independent of the trainer's dataloader, so that drawing refills
+changes neither the step and epoch accounting nor the learning-rate schedule, and identical on every process:
+
+- a map-style dataset: `RefillSampler`, a fresh seeded permutation each pass over the dataset;
+- a stream (`datasets.IterableDataset`): `StreamRefill`, below.
+
+Dataloader rows are named by dataset index when another process may have to generate them (prompt skipping, or
+groups straddling processes): `DatasetIndices`, below.
+
+Streams. A stream has no length and no random access, so the map-style `RefillSampler` cannot serve it. `StreamRefill`
+takes its place with the same interface (`draw`, `state_dict`, `load_state_dict`) plus `row`, which returns a
+drawn prompt's row:
+
+- Refill prompts are the next unread rows of the refill reader's own pass over the stream, read in stream order
+  (shuffled with a buffer and the seed `seed + pass`, as TRL shuffles the dataloader's stream, when
+  `shuffle_dataset=True`). Like `RefillSampler`, the reader is independent of the dataloader, so the step, epoch
+  and learning-rate accounting stay `GRPOTrainer`'s; at the end of the stream it starts a new pass.
+- A prompt is keyed by a hash of its content (`prompt_key`), since stream rows carry no index; prompt skipping keeps
+  its history under that key, in a table of `STREAM_KEY_SPACE` slots (two prompts that share a slot share a history).
+- A prompt whose key the step's batch already holds (the dataloader's or an earlier refill's prompt, or rarely
+  another prompt in the same slot) is passed over, so no prompt is generated twice in one batch and a key names
+  one row of the step.
+- Only the main process reads the stream; the rows it drew are broadcast, so every process generates the same
+  prompts and takes the same decisions even when the stream is not deterministic. A read that fails is broadcast
+  as a failure and raised on every process, so none waits in a collective the others skipped.
+- When a whole pass yields no usable prompt (the stream is empty on a new pass, as a one-shot generator is, or
+  holds nothing but prompts already in the batch), `draw` returns fewer prompts than asked, the round stops, and
+  `dynamic_sampling_on_exhausted` decides as when the rounds run out: fill the batch and train, or raise.
+- The checkpoint holds the pass and the position in it; a resumed run reads the stream again up to that
+  position, so it continues with the prompt the interrupted run would have read next.
+
+Dataset indices of dataloader rows. The dataset index of every training dataloader row is recorded on the
+sampler's side, so that rows reach TRL (and `_prepare_inputs`, and reward functions) exactly as the dataset gives
+them, with no column added.
+
+TRL's train sampler yields the same index stream on every process (it is seeded alike). A dataloader batch of `B`
+rows per process takes, over the `N` processes, the next `N * B` indices of that stream, process `p` the `p`-th
+slice of `B` (accelerate's `BatchSamplerShard` gives process `p` batches `p, p + N, ...` of the unsharded loader).
+`RecordingSampler` keeps the indices it has yielded, first in first out; the trainer takes one batch's worth for
+each batch it receives, in order, which prefetching and loader workers do not change (the sampler runs in the
+main process, and batches come out in sampler order). A resumed run's skipped batches are drawn from the sampler
+but never delivered; the trainer announces them (`skip_batches`) so their indices are dropped too.
+"""
+
+import hashlib
+import itertools
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import islice
+
+import torch
+from accelerate.data_loader import DataLoaderDispatcher
+from accelerate.utils import broadcast_object_list
+from torch.utils.data import Sampler
+
+
+@dataclass
+class RefillSampler:
+    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset.
+
+    It is independent of the trainer's dataloader, so drawing refills changes neither the step and epoch
+    accounting nor the learning-rate schedule, and it is identical on every process for the same seed.
+    """
+
+    dataset_size: int
+    seed: int
+    epoch: int = 0
+    position: int = 0
+    _order: list[int] = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        if self.dataset_size < 1:
+            raise ValueError(f"RefillSampler: dataset_size must be >= 1, got {self.dataset_size}.")
+
+    def _permutation(self) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.dataset_size, generator=generator).tolist()
+
+    def draw(self, count: int) -> list[int]:
+        drawn = []
+        while len(drawn) < count:
+            if not self._order:
+                self._order = self._permutation()
+            if self.position >= self.dataset_size:
+                self.epoch += 1
+                self.position = 0
+                self._order = self._permutation()
+            take = min(count - len(drawn), self.dataset_size - self.position)
+            drawn.extend(self._order[self.position : self.position + take])
+            self.position += take
+        return drawn
+
+    def state_dict(self) -> dict[str, int]:
+        return {"dataset_size": self.dataset_size, "seed": self.seed, "epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if "dataset_size" not in state:
+            raise ValueError(
+                "RefillSampler: the checkpoint's refill state is a streaming dataset's, but train_dataset is map-style; "
+                "resume with the training dataset the checkpoint was saved with."
+            )
+        if state["dataset_size"] != self.dataset_size:
+            raise ValueError(
+                f"RefillSampler: the checkpoint's dataset has {state['dataset_size']} rows, this one has "
+                f"{self.dataset_size}; resume with the same training dataset."
+            )
+        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
+        self._order = []
+
+
+# Slots of the hashed prompt keys: 2**20 slots cost 12 MB of skipping history (posterior) or 2 MB (streak).
+STREAM_KEY_SPACE = 1 << 20
+# Rows `datasets.IterableDataset.shuffle` holds to shuffle the refill pass (its default).
+SHUFFLE_BUFFER = 1000
+
+
+def prompt_text(prompt) -> str:
+    """A canonical text of a prompt (a string or chat messages), for duplicate checks and keys."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def row_prompt(row: dict):
+    """What identifies a row's prompt: its `prompt`, or the whole row where an environment supplies the prompt."""
+    return row["prompt"] if "prompt" in row else row
+
+
+def prompt_key(prompt) -> int:
+    """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt: the same on every process and in every run."""
+    digest = hashlib.blake2b(prompt_text(prompt).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % STREAM_KEY_SPACE
+
+
+class StreamReader:
+    """Reads the rows of an iterable dataset in passes and knows where it stands: `(pass_index, position)`."""
+
+    def __init__(self, dataset, seed: int, shuffle: bool):
+        self.dataset, self.seed, self.shuffle = dataset, seed, shuffle
+        self.pass_index = 0
+        self.position = 0
+        # Rows in one complete pass, once a pass has been read to its end.
+        self.rows_per_pass: int | None = None
+        self._iterator = None
+
+    def _open(self):
+        stream = self.dataset
+        if self.shuffle and hasattr(stream, "shuffle"):
+            stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
+        self._iterator = itertools.islice(iter(stream), self.position, None)
+
+    def read(self, count: int, taken: set[int]) -> list[dict]:
+        """The next `count` rows whose prompt key is not in `taken` (which they are added to). Fewer when a whole
+        pass goes by without one."""
+        rows, misses = [], 0
+        while len(rows) < count:
+            if self._iterator is None:
+                self._open()
+            row = next(self._iterator, None)
+            if row is None:
+                empty_pass = self.position == 0
+                self.rows_per_pass = self.rows_per_pass or self.position
+                self.pass_index, self.position, self._iterator = self.pass_index + 1, 0, None
+                if empty_pass:
+                    break
+                continue
+            self.position += 1
+            key = prompt_key(row_prompt(row))
+            if key in taken:
+                misses += 1
+                if self.rows_per_pass is not None and misses >= self.rows_per_pass:
+                    break
+                continue
+            misses = 0
+            taken.add(key)
+            rows.append(dict(row))
+        return rows
+
+    def state_dict(self) -> dict:
+        return {"pass_index": self.pass_index, "position": self.position, "rows_per_pass": self.rows_per_pass}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pass_index, self.position = int(state["pass_index"]), int(state["position"])
+        self.rows_per_pass = state.get("rows_per_pass")
+        self._iterator = None
+
+
+class StreamRefill:
+    """The refill source of a streaming dataset (see the module docstring). `draw` returns prompt keys, distinct
+    within a step (a prompt whose key the step already holds is passed over, so two prompts that share a slot are
+    never in one batch); `row` returns the row drawn under a key in the current step."""
+
+    def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
+        self.reader = StreamReader(dataset, seed, shuffle)
+        self.is_main_process = is_main_process
+        self._taken: set[int] = set()
+        self._rows: dict[int, dict] = {}
+        # True once a draw came back short because the stream had no usable prompt left.
+        self.ran_dry = False
+
+    def begin_step(self, keys: list[int], rows: list[dict] | None = None) -> None:
+        """Starts a step whose batch already holds the prompts `keys` (the dataloader's), with their `rows` where
+        other processes may need to read them."""
+        self._taken = set(keys)
+        self._rows = dict(zip(keys, rows, strict=True)) if rows is not None else {}
+        self.ran_dry = False
+
+    def draw(self, count: int) -> list[int]:
+        payload = [None]
+        if self.is_main_process:
+            try:
+                payload[0] = ("rows", self.reader.read(count, self._taken), self.reader.state_dict())
+            except Exception as error:  # broadcast, so that every process raises instead of waiting
+                payload[0] = ("error", f"{type(error).__name__}: {error}", None)
+        broadcast_object_list(payload, from_process=0)
+        kind, rows, state = payload[0]
+        if kind == "error":
+            raise RuntimeError(
+                f"dynamic_sampling: reading refill prompts from the streaming train_dataset failed: {rows}"
+            )
+        keys = [prompt_key(row_prompt(row)) for row in rows]
+        if not self.is_main_process:
+            self._taken.update(keys)
+            self.reader.load_state_dict(state)
+        self.ran_dry = self.ran_dry or len(rows) < count
+        self._rows.update(zip(keys, rows, strict=True))
+        return keys
+
+    def row(self, key: int) -> dict:
+        """A copy of the row drawn under `key` in this step."""
+        if key not in self._rows:
+            raise KeyError(f"StreamRefill: no prompt was drawn under key {key} in this step.")
+        return dict(self._rows[key])
+
+    @property
+    def rows_read(self) -> int:
+        """Rows of one pass, or the rows read so far while the first pass is not complete."""
+        return self.reader.rows_per_pass or max(1, self.reader.position)
+
+    def state_dict(self) -> dict:
+        return {"stream": self.reader.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "stream" not in state:
+            raise ValueError(
+                "dynamic_sampling: the checkpoint's refill state is a map-style dataset's, but train_dataset is a "
+                "stream; resume with the training dataset the checkpoint was saved with."
+            )
+        self.reader.load_state_dict(state["stream"])
+
+
+class RecordingSampler(Sampler):
+    """Yields what `sampler` yields and records it. Every other attribute is the wrapped sampler's: accelerate reads
+    its `generator` to keep processes in step, the Trainer calls its `set_epoch`."""
+
+    def __init__(self, sampler: Sampler):
+        self.sampler = sampler
+        self._recorded: deque[int] = deque()
+        self._batches_to_skip = 0
+
+    def __iter__(self):
+        # A new pass: whatever an earlier pass drew but never delivered belongs to no batch of this one.
+        self._recorded.clear()
+        for index in self.sampler:
+            self._recorded.append(int(index))
+            yield index
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __getattr__(self, name: str):
+        if name == "sampler":  # not yet set (during unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def skip_batches(self, count: int) -> None:
+        """The next pass's first `count` batches are drawn but not delivered (a resumed epoch's trained batches)."""
+        self._batches_to_skip = count
+
+    def take_batch(self, rows: int, process_index: int, num_processes: int, delivered=None) -> list[int]:
+        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`.
+
+        `delivered(indices)` tells whether this process's batch holds those dataset rows; a batch paired with the
+        wrong indices would corrupt the prompt history without a sound, so it is refused. Where the Trainer skipped
+        a resumed epoch's batches without announcing them (transformers releases without
+        `get_resumed_dataloader`), whole batches are dropped until the recorded ones are those delivered."""
+        global_rows = rows * num_processes
+        needed = (self._batches_to_skip + 1) * global_rows
+        if len(self._recorded) < needed:
+            raise RuntimeError(
+                f"dynamic_sampling: a training batch of {rows} rows arrived, but the train sampler recorded only "
+                f"{len(self._recorded)} of the {needed} indices it needs; the training dataloader must be the "
+                "trainer's own get_train_dataloader, with accelerate's default batch sharding (dispatch_batches "
+                "off)."
+            )
+        searching = not self._batches_to_skip
+        self._drop(self._batches_to_skip * global_rows)
+        self._batches_to_skip = 0
+        own = slice(process_index * rows, (process_index + 1) * rows)
+        while delivered is not None and not delivered(candidate := list(islice(self._recorded, global_rows))[own]):
+            if not searching or len(self._recorded) < 2 * global_rows:
+                raise RuntimeError(
+                    f"dynamic_sampling: the training batch's first row is not row {candidate[0]} of train_dataset, "
+                    "whose index the train sampler recorded for it; the training dataloader must deliver batches in "
+                    "sampler order."
+                )
+            self._drop(global_rows)
+        batch = [self._recorded.popleft() for _ in range(global_rows)]
+        return batch[own]
+
+    def _drop(self, count: int) -> None:
+        for _ in range(count):
+            self._recorded.popleft()
+
+
+class BatchRowIndices:
+    """One dataloader batch's rows and their dataset indices. Rows are found by identity: they are the very objects
+    the dataloader delivered, kept alive here, so no other live object can share their `id`."""
+
+    def __init__(self, rows: list[dict], indices: list[int]):
+        self.rows = rows
+        self._index_by_id = {id(row): index for row, index in zip(rows, indices, strict=True)}
+
+    def index_of(self, row: dict) -> int:
+        """The dataset index of `row`, or -1 for a row that is not one of this batch's."""
+        return self._index_by_id.get(id(row), -1)
+
+
+class DatasetIndices:
+    """Names the training dataloader's rows by dataset index (a stream's prompt key), so that any process can
+    generate any of them: for prompt skipping's picks, and for groups straddling processes. The trainer's
+    `_get_dataloader`, `get_resumed_dataloader` and `_prepare_inputs` call `wrap_sampler`, `skip_batches` and
+    `pair_batch`; `key` names a row. `reason` says why rows are named (for error messages), `None` when they are not:
+    then every method leaves the dataloader alone."""
+
+    def __init__(self, reason: str | None, streaming: bool, train_dataset):
+        self.reason, self.streaming, self.train_dataset = reason, streaming, train_dataset
+        self.recording: RecordingSampler | None = None
+        self.batch: BatchRowIndices | None = None
+
+    def wrap_sampler(self, sampler_fn, args):
+        """The training dataloader's `sampler_fn`, recording what it yields when rows are named by index."""
+        if self.reason is None or self.streaming or sampler_fn is None:
+            return sampler_fn
+        if args.dataloader_num_workers > 0 and not args.dataloader_in_order:
+            raise ValueError(
+                "dataloader_in_order=False lets loader workers deliver batches out of sampler order, but "
+                f"{self.reason} pairs each batch with the dataset indices the sampler drew, in order; set "
+                "dataloader_in_order=True or dataloader_num_workers=0."
+            )
+
+        def recording_sampler_fn(dataset):
+            self.recording = RecordingSampler(sampler_fn(dataset))
+            return self.recording
+
+        return recording_sampler_fn
+
+    def check_dataloader(self, dataloader) -> None:
+        if self.recording is not None and isinstance(dataloader, DataLoaderDispatcher):
+            raise ValueError(
+                f"{self.reason} needs each process to draw its own training batches (accelerate's default); "
+                "with dispatch_batches=True only the main process draws them. Leave "
+                "accelerator_config.dispatch_batches unset."
+            )
+
+    def skip_batches(self, num_batches: int) -> None:
+        # The skipped batches are drawn from the sampler but never delivered; their indices are dropped with them.
+        if self.recording is not None:
+            self.recording.skip_batches(num_batches)
+
+    def pair_batch(self, generation_batch: list[dict], process_index: int, num_processes: int) -> None:
+        """Pairs a training generation batch with the dataset indices its sampler drew."""
+        if self.recording is None:
+            return
+        indices = self.recording.take_batch(
+            len(generation_batch), process_index, num_processes,
+            delivered=lambda indices: self.rows_match(generation_batch[0], indices[0]),
+        )  # fmt: skip
+        self.batch = BatchRowIndices(generation_batch, indices)
+
+    def rows_match(self, row: dict, index: int) -> bool:
+        """Whether dataloader `row` is row `index` of train_dataset; one row read per batch checks the pairing."""
+        return "prompt" not in row or self.train_dataset[index]["prompt"] == row["prompt"]
+
+    def key(self, row: dict) -> int:
+        """A dataloader row's key: its dataset index, or its prompt's hash on a stream (-1: none)."""
+        if self.streaming:
+            return prompt_key(row_prompt(row))
+        return -1 if self.batch is None else self.batch.index_of(row)
