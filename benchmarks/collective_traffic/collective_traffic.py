@@ -165,15 +165,19 @@ def run_worker(args) -> None:
 
         trainer._generate = counting_generate
         received_rows = []
-        if hasattr(trainer, "_exchange_rows"):  # versions with the row exchange: rows received to train or carry
-            exchange_rows = trainer.dynamic_sampler.exchange_rows
+        # Versions with the row exchange: rows received to train or carry. The sampler's `exchange_rows` now, the
+        # trainer's `_exchange_rows` in the versions compared before (d807747 and earlier).
+        sampler = getattr(trainer, "dynamic_sampler", None)
+        owner, name = (sampler, "exchange_rows") if hasattr(sampler, "exchange_rows") else (trainer, "_exchange_rows")
+        if hasattr(owner, name):
+            exchange_rows = getattr(owner, name)
 
             def counting_exchange(outgoing, senders, exchange_rows=exchange_rows, received_rows=received_rows):
                 received = exchange_rows(outgoing, senders)
                 received_rows.append(sum(len(rows) for rows in received.values()))
                 return received
 
-            trainer.dynamic_sampler.exchange_rows = counting_exchange
+            setattr(owner, name, counting_exchange)
         trainer.train()
         logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_runtime" not in entry]
         replayed = PER_DEVICE_BATCH if arm != ARMS[0] else 0  # TRL's scoring pass of the kept rows
