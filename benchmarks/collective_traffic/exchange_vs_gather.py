@@ -17,12 +17,15 @@ import json
 import os
 import pickle
 import random
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.collective_traffic.collective_traffic_report import PER_DEVICE_BATCH, mean_summary, report
+from benchmarks.collective_traffic.collective_traffic_report import (
+    PER_DEVICE_BATCH,
+    mean_summary,
+    report,
+)
 from benchmarks.collective_traffic.exchange_simulation import simulate
 from benchmarks.shared.stats import t_interval
 from trl_variants.machine import describe_machine
@@ -120,8 +123,10 @@ def serialization_seconds(ids: list[int], rows_per_process: int, with_logprobs: 
     logprobs = [-rng.expovariate(1.0) for _ in range(COMPLETION_TOKENS)] if with_logprobs else None
     half = IDS_PER_ROW // 2
     share = [
-        GatheredRow({"prompt": f"{i:05d}" + "x" * 195}, list(ids[:half]), list(ids[half:]), None,
-                    list(logprobs) if logprobs else None)  # fmt: skip
+        GatheredRow(
+            {"prompt": f"{i:05d}" + "x" * 195}, list(ids[:half]), list(ids[half:]), None,
+            list(logprobs) if logprobs else None,
+        )
         for i in range(rows_per_process)
     ]
     best_dump = best_load = float("inf")
@@ -156,7 +161,7 @@ def side_by_side(saved: dict, results: dict) -> list[str]:
         gather, exchange = results["gather", processes, length], results["exchange", processes, length]
         seeds = sorted(set(gather) & set(exchange))
 
-        def figure(per_seed, key, scale=1.0):
+        def figure(per_seed, key, scale=1.0, seeds=seeds):
             return t_interval([per_seed[s][ARM][key] * scale for s in seeds])
 
         bytes_ratio = t_interval([gather[s][ARM]["bytes_per_step"] / exchange[s][ARM]["bytes_per_step"] for s in seeds])
