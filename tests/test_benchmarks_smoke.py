@@ -132,37 +132,6 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
     assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
 
 
-def test_exchange_vs_gather_fits_the_gathered_row_payload_it_was_built_from():
-    from benchmarks.collective_traffic import exchange_vs_gather
-
-    fixed, per_id = 80.0, 2.0
-    results = {}
-    for length in (32, 128):
-        ids = 3 * (length + 4)  # three rows of length + 4 ids per seed and process count
-        gathered = {"calls": 1, "rows": 3, "bytes": 3 * fixed + per_id * ids, "ids": ids, "logprobs": 0}
-        for processes in (2, 4):
-            results["gather", processes, length] = {0: {exchange_vs_gather.ARM: {"gathered_rows": gathered}}}
-            results["exchange", processes, length] = {0: {exchange_vs_gather.ARM: {"gathered_rows": {}}}}
-    fit = exchange_vs_gather.row_fit(results)
-    assert fit["fixed"] == pytest.approx(fixed) and fit["per_id"] == pytest.approx(per_id)
-    assert fit["points"][128] == pytest.approx((132.0, fixed + per_id * 132))
-
-
-def test_exchange_vs_gather_measures_what_pickle_writes_per_id_and_per_share():
-    from benchmarks.collective_traffic import exchange_vs_gather
-
-    assert exchange_vs_gather.pickled_bytes_per_item(list(range(200)) * 10) == pytest.approx(2, abs=0.01)
-    assert exchange_vs_gather.pickled_bytes_per_item(list(range(70_000, 72_000))) == pytest.approx(5, abs=0.01)
-    ids = list(range(300, 300 + exchange_vs_gather.IDS_PER_ROW))
-    small = exchange_vs_gather.serialization_seconds(ids, rows_per_process=2, with_logprobs=False, repeats=1)
-    large = exchange_vs_gather.serialization_seconds(ids, rows_per_process=4, with_logprobs=True, repeats=1)
-    # 3 bytes per id in [256, 65536), 9 per log-prob float: the share grows with rows and with log-probs.
-    assert small["share_bytes"] > 2 * 3 * exchange_vs_gather.IDS_PER_ROW
-    logprobs = large["share_bytes"] - 2 * small["share_bytes"]
-    assert logprobs == pytest.approx(4 * 9 * exchange_vs_gather.COMPLETION_TOKENS, rel=0.01)
-    assert small["pickle_s"] > 0 and small["unpickle_all_s"] > 0
-
-
 def test_collective_traffic_verdict_follows_the_method():
     from benchmarks.collective_traffic import collective_traffic_report as report
     from benchmarks.shared.stats import Interval
