@@ -124,6 +124,11 @@ def test_collective_traffic_counts_what_each_of_two_processes_receives_and_holds
         # process's rows.
         assert arm["generated_rows_per_step"] <= arm["most_generated_rows_in_a_step"]
         assert 0 < arm["peak_rows"] <= arm["most_generated_rows_in_a_step"] + 16 + 16
+    for arm in (grpo, dapo, carry):
+        # The package keeps rows local: nothing is gathered as `GeneratedRow`s; every step after the first is timed.
+        assert arm["seconds_per_step"] > 0 and arm["gathered_rows"]["rows"] == 0
+    assert len(saved["runs"]["current/2/4/0"]["ranks"][0]["GRPOTrainer"]["step_seconds"]) == 2
+    assert len(saved["runs"]["current/2/4/0"]["load"]["before"]) == 3
     assert "| current | 2 | 4 | DAPOTrainer |" in output.read_text() and "seeds 0;" in output.read_text()
 
 

@@ -341,7 +341,7 @@ def demo_at_defaults(tmp_path_factory):
     """`trl-variants demo` at its defaults (seed 0, default steps), run once for the tests below."""
     from trl_variants.cli.demo import print_report, run_demo
 
-    result = run_demo(output_dir=str(tmp_path_factory.mktemp("demo") / "demo"), show_progress=False, out=io.StringIO())
+    result = run_demo(output_dir=str(tmp_path_factory.mktemp("demo") / "demo"), out=io.StringIO())
     report = io.StringIO()
     print_report(result, report)
     return result, report.getvalue()
@@ -355,12 +355,12 @@ def test_demo_learns_on_any_machine(demo_at_defaults):
     printed_rows, printed_machines = demo_table(report)
     assert len(readme_rows) == 2 and len(readme_machines) == 1, "README.md should quote the demo's whole table"
     assert printed_rows.keys() == readme_rows.keys()
-    assert printed_machines == [result.machine]
+    assert printed_machines == [result["machine"]]
     # Seeds 0-2, and torch's non-vectorised kernels standing in for another CPU, rose by 0.3 or more
     # (docs/cli.md#the-demo); a margin of half that is a clear sign of learning, not of one CPU's trajectory.
-    assert result.held_out_accuracy_after >= result.held_out_accuracy_before + 0.15, result
-    assert result.train_accuracy_after > result.train_accuracy_before, result
-    written = {path.name for path in Path(result.output_dir).iterdir()}
+    assert result["held_out_accuracy_after"] >= result["held_out_accuracy_before"] + 0.15, result
+    assert result["train_accuracy_after"] > result["train_accuracy_before"], result
+    written = {path.name for path in Path(result["output_dir"]).iterdir()}
     assert {"demo_summary.json", "training_log.jsonl", "training_curves.png", "README.md", "config.json"} <= written
 
 
@@ -369,8 +369,8 @@ def test_readme_demo_figures_are_what_the_named_machine_prints(demo_at_defaults)
     """The README's exact figures are one machine's float trajectory: they are compared where that machine runs."""
     result, report = demo_at_defaults
     readme_rows, readme_machines = demo_table((REPO / "README.md").read_text(encoding="utf-8"))
-    if readme_machines != [result.machine]:
-        pytest.skip(f"the README's figures were printed on {readme_machines}, this is {result.machine!r}")
+    if readme_machines != [result["machine"]]:
+        pytest.skip(f"the README's figures were printed on {readme_machines}, this is {result['machine']!r}")
     assert demo_table(report)[0] == readme_rows
 
 

@@ -107,7 +107,7 @@ def test_documented_command_runs_in_its_one_step_form(command, tmp_path, monkeyp
     if subcommand in TRAINING_COMMANDS:
         arguments += ["--max_steps", "1", *local_stand_ins(command, tmp_path)]
     elif subcommand == "demo":
-        arguments += ["--steps", "1", "--no_progress"]
+        arguments += ["--steps", "1"]
     assert main([subcommand, *arguments]) == 0, " ".join(command)
 
 

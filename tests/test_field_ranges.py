@@ -7,7 +7,7 @@ import pytest
 from trl import GRPOConfig, ModelConfig
 
 from trl_variants import DAPOConfig, DrGRPOConfig
-from trl_variants.cli.script_args import VariantScriptArguments
+from trl_variants.cli.args import VariantScriptArguments
 from trl_variants.reliability.field_ranges import FIELD_RANGES, Range, first_range_problem, range_problem
 
 CPU = {"use_cpu": True, "bf16": False, "report_to": []}

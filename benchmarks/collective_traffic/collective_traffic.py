@@ -28,6 +28,11 @@ element size of a rewards tensor), the element size of its generating log-probs 
 rows and bytes, is sampled after every collective and at the keep/drop decision. `GRPOTrainer` keeps no such
 record; its own rows per process are reported instead.
 
+Time: wall seconds per optimizer step (`on_step_begin` to `on_step_end`), the first step excluded; the 1-minute
+load average before and after each torchrun is saved beside it, since other work on the machine slows every step.
+In versions that gather every round's rows to every process (`gather_object(records)`, e.g. 9f9d3f7), the pickled
+size of the rows each process sends and the token ids and log-probs in them are recorded too.
+
 The reward is keyed on the prompt (an even first operand makes a group informative, any other prompt gives every
 completion 0), so about half the groups are informative and the rounds are the same for every package.
 """
@@ -36,9 +41,11 @@ import argparse
 import importlib.util
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.collective_traffic.collective_traffic_report import (  # noqa: F401
@@ -92,18 +99,40 @@ def run_worker(args) -> None:
         return select_groups(*call_args, **call_kwargs)
 
     deciding.select_groups = sampling_select_groups
+    # Versions that gather every round's rows to every process (`gather_object(records)`): what this process sends.
+    gathered = {"calls": 0, "rows": 0, "bytes": 0, "ids": 0, "logprobs": 0}
+    gathering = modules[0]  # `trainer`, whose `_generate_round` called `gather_object(records)`
+    if hasattr(gathering, "gather_object"):
+        gather_object = gathering.gather_object
+
+        def measuring_gather_object(objects):
+            if objects and all(type(row).__name__ == "GeneratedRow" for row in objects):
+                gathered["calls"] += 1
+                gathered["rows"] += len(objects)
+                gathered["bytes"] += len(pickle.dumps(objects))  # as `all_gather_object` pickles it
+                gathered["ids"] += sum(len(row.prompt_ids) + len(row.completion_ids) for row in objects)
+                gathered["logprobs"] += sum(len(row.logprobs or []) for row in objects)
+            return gather_object(objects)
+
+        gathering.gather_object = measuring_gather_object
 
     class Window(TrainerCallback):
-        """Counts from the first optimizer step on, and notes how many rows had been generated as each step began."""
+        """Counts from the first optimizer step on, notes how many rows had been generated as each step began, and
+        times each optimizer step (wall clock, `on_step_begin` to `on_step_end`)."""
 
         def __init__(self, generated: list[int]):
-            self.generated, self.step_starts = generated, []
+            self.generated, self.step_starts, self.step_seconds = generated, [], []
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step == 0:
                 traffic.bytes = traffic.calls = 0
                 memory.reset()
+                gathered.update(dict.fromkeys(gathered, 0))
             self.step_starts.append(sum(self.generated))
+            self.began = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.step_seconds.append(time.perf_counter() - self.began)
 
     task = make_toy_task(seed=0, warm_start_steps=20)
     pristine = copy.deepcopy(task.model)
@@ -136,15 +165,19 @@ def run_worker(args) -> None:
 
         trainer._generate = counting_generate
         received_rows = []
-        if hasattr(trainer, "_exchange_rows"):  # versions with the row exchange: rows received to train or carry
-            exchange_rows = trainer.dynamic_sampler.exchange_rows
+        # Versions with the row exchange: rows received to train or carry. The sampler's `exchange_rows` now, the
+        # trainer's `_exchange_rows` in the versions compared before (d807747 and earlier).
+        sampler = getattr(trainer, "dynamic_sampler", None)
+        owner, name = (sampler, "exchange_rows") if hasattr(sampler, "exchange_rows") else (trainer, "_exchange_rows")
+        if hasattr(owner, name):
+            exchange_rows = getattr(owner, name)
 
             def counting_exchange(outgoing, senders, exchange_rows=exchange_rows, received_rows=received_rows):
                 received = exchange_rows(outgoing, senders)
                 received_rows.append(sum(len(rows) for rows in received.values()))
                 return received
 
-            trainer.dynamic_sampler.exchange_rows = counting_exchange
+            setattr(owner, name, counting_exchange)
         trainer.train()
         logs = [entry for entry in trainer.state.log_history if "loss" in entry and "train_runtime" not in entry]
         replayed = PER_DEVICE_BATCH if arm != ARMS[0] else 0  # TRL's scoring pass of the kept rows
@@ -164,6 +197,8 @@ def run_worker(args) -> None:
             / args.steps,
             "received_rows_per_step": sum(received_rows[-args.steps :]) / args.steps if received_rows else None,
             "losses": [entry["loss"] for entry in logs],
+            "step_seconds": window.step_seconds,
+            "gathered_rows": dict(gathered),
         }
         del trainer
     rank = int(os.environ["RANK"])
@@ -224,6 +259,11 @@ def summarize(ranks: list[dict]) -> dict:
             if values[0]["received_rows_per_step"] is None
             else sum(v["received_rows_per_step"] for v in values) / len(values),
             "losses": values[0]["losses"],
+            # The first step carries first-call setup: mean over the later steps, then over processes.
+            # What the gather design's processes sent of their generated rows, summed over processes.
+            "gathered_rows": {key: sum(v["gathered_rows"][key] for v in values) for key in values[0]["gathered_rows"]},
+            "seconds_per_step": sum(sum(v["step_seconds"][1:]) / len(v["step_seconds"][1:]) for v in values)
+            / len(values),
         }
     return summary
 
@@ -266,12 +306,16 @@ def main() -> None:
                 for seed in args.seeds:
                     for name, package_dir in packages.items():
                         out_dir = Path(scratch) / f"{name}_{processes}_{length}_{seed}"
+                        load_before = os.getloadavg()
                         ranks = launch(package_dir, processes, length, args.steps, seed, out_dir)
+                        # The machine's load beside the times: other work on its cores slows every step.
+                        load = {"before": load_before, "after": os.getloadavg()}
                         summary = summarize(ranks)
                         results.setdefault((name, processes, length), {})[seed] = summary
-                        raw[f"{name}/{processes}/{length}/{seed}"] = {"summary": summary, "ranks": ranks}
-                        print(f"{name} P={processes} L={length} seed={seed}:",
-                              {arm: round(v["bytes_per_step"]) for arm, v in summary.items()}, flush=True)  # fmt: skip
+                        raw[f"{name}/{processes}/{length}/{seed}"] = {"summary": summary, "ranks": ranks, "load": load}
+                        print(f"{name} P={processes} L={length} seed={seed} load={load['after'][0]:.2f}:",
+                              {arm: (round(v["bytes_per_step"]), round(v["seconds_per_step"], 3))
+                               for arm, v in summary.items()}, flush=True)  # fmt: skip
     machine = describe_machine()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report(results, machine, args.steps))

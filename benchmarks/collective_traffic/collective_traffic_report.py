@@ -23,7 +23,7 @@ def mean_summary(per_seed: dict) -> dict:
         merged[arm] = {
             key: max(v[key] for v in values) if key.startswith("peak") else statistics.fmean(v[key] for v in values)
             for key in values[0]
-            if key != "losses" and values[0][key] is not None
+            if isinstance(values[0][key], int | float)  # not the losses, a dict or None
         }
         merged[arm].setdefault("received_rows_per_step", None)
     return merged

@@ -274,7 +274,7 @@ def test_unknown_accelerate_config_lists_bundled_names(toy_files, tmp_path, caps
     ]
     assert main(argv) == 2
     line = error_line(capsys)
-    assert "'zero9'" in line and "zero3" in line and "fsdp2" in line
+    assert "--accelerate_config" in line and "zero9" in line and "zero3" in line and "fsdp2" in line
 
 
 def test_unknown_command(capsys):
@@ -316,11 +316,12 @@ reward_funcs: [dapo_accuracy]
 
 def test_any_optional_recipe_key_can_be_unset_from_the_command_line(toy_files, tmp_path):
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(LOCAL_DATA_RECIPE + "overlong_buffer_length: 2\n")
+    recipe.write_text(LOCAL_DATA_RECIPE + "overlong_buffer_length: 2\ndataset_filter: [level=Level 4]\n")
     argv = ["--config", str(recipe), *toy_flags(toy_files, tmp_path, dataset="questions")]
-    argv += ["--dataset_config", "none", "--overlong_buffer_length=None", "--solution_column", "null"]
+    argv += ["--dataset_config", "none", "--overlong_buffer_length=None", "--solution_column", "null",
+             "--dataset_filter", "NONE"]  # fmt: skip
     parsed = parse_command(VARIANTS["dapo"], argv, LAUNCH_OPTIONS)
-    assert parsed.script_args.dataset_config is None
+    assert parsed.script_args.dataset_config is None and parsed.script_args.dataset_filter is None
     assert parsed.script_args.solution_column is None
     assert parsed.training_args.overlong_buffer_length is None
     assert parsed.script_args.system_prompt == "Solve the problem."  # keys not unset keep the recipe's value

@@ -69,7 +69,9 @@ def test_file_of_an_unreadable_kind_is_one_line(tmp_path, capsys):
     command = parsed(tmp_path, "--dataset_name", str(path))
     with pytest.raises(CliUsageError) as error:
         load_splits(command.script_args, command.dataset_args)
-    assert f"--dataset_name={str(path)!r} holds no data files" in str(error.value)
+    message = str(error.value)
+    assert message.startswith(f"--dataset_name={str(path)!r} with --dataset_config=None cannot be loaded: ")
+    assert "supported extension ['.csv'" in message and "\n" not in message
 
 
 def test_dapo_command_trains_on_one_jsonl_file(tmp_path):

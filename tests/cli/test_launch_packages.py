@@ -14,7 +14,7 @@ import pytest
 
 from trl_variants.cli import main
 from trl_variants.cli.common import CliUsageError
-from trl_variants.cli.launch import missing_launch_package_problem, relaunch, resolve_launch_args
+from trl_variants.cli.launch import build_launch_namespace, missing_launch_package_problem, relaunch
 
 from .errors import one_error_line
 
@@ -83,7 +83,8 @@ def test_the_relaunch_refuses_it_alike(launch_args, monkeypatch):
 def test_parsing_a_deepspeed_launch_needs_no_deepspeed(monkeypatch):
     """The launch is built (and every other part of the command checked) on a machine without DeepSpeed."""
     monkeypatch.setitem(sys.modules, "deepspeed", None)
-    assert resolve_launch_args(["--accelerate_config", "zero2"])[:1] == ["--config_file"]
+    namespace = build_launch_namespace("dapo", ["--accelerate_config", "zero2"], ["--output_dir", "out"])
+    assert namespace.config_file.endswith("zero2.yaml")
 
 
 @pytest.mark.parametrize("name", ["fsdp2", "multi_gpu", "single_gpu"])

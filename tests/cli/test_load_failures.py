@@ -73,11 +73,11 @@ def flags(model="model", dataset="data", *extra):
 CASES = {
     "relative model path": (
         flags(model="./no-such-model"),
-        ["--model_name_or_path='./no-such-model'", "no such model folder"],
+        ["--model_name_or_path='./no-such-model'", "does not exist"],
     ),
     "absolute model path": (
         flags(model="/no/such/model"),
-        ["'/no/such/model'", "no such model folder"],
+        ["--model_name_or_path='/no/such/model'", "does not exist"],
     ),
     "folder without model files": (
         flags(model="empty"),
@@ -85,7 +85,7 @@ CASES = {
     ),
     "folder without tokenizer": (
         flags(model="model_without_tokenizer"),
-        ["holds no tokenizer", "tokenizer.json"],
+        ["--model_name_or_path='model_without_tokenizer'", "has no tokenizer"],
     ),
     "model name not cached, Hub offline": (
         flags(model="nobody-x/no-such-model"),
@@ -109,7 +109,7 @@ CASES = {
     ),
     "folder without data files": (
         flags(dataset="empty"),
-        ["--dataset_name='empty'", "holds no data files"],
+        ["--dataset_name='empty'", "doesn't contain any data files"],
     ),
     "dataset config of a local folder": (
         flags("model", "data", "--dataset_config", "main"),

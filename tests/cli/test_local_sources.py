@@ -95,10 +95,11 @@ MISTAKES = {
 EXPECTED = {
     "missing data file": "--dataset_name='{tmp}/no-such.jsonl': no such file or folder",
     "missing data folder": "--dataset_name='./no-such-folder/': no such file or folder",
-    "missing model folder": "--model_name_or_path='{tmp}/no-model': no such model folder",
+    "missing model folder": "--model_name_or_path='{tmp}/no-model': {tmp}/no-model does not exist",
     "no dataset": "no dataset: pass --dataset_name",
-    "model folder without weights": "--model_name_or_path='{tmp}' holds no model: looked for config.json",
-    "missing reward model folder": "--reward_model_name_or_path='./no-reward-model': no such model folder",
+    "model folder without weights": "--model_name_or_path='{tmp}': {tmp} has no config.json, no weights file, no "
+    "tokenizer",
+    "missing reward model folder": "--reward_model_name_or_path='./no-reward-model': {tmp}/no-reward-model does not",
     **{
         f"{suffix} without a prompt column": "dataset column 'prompt' (prompt_column) is missing from split 'train'; "
         "it has ['question', 'answer']; name the prompt column with --prompt_column."

@@ -6,7 +6,7 @@ import pytest
 import transformers.training_args
 
 from trl_variants.cli import main
-from trl_variants.cli.args import BF16_WITHOUT_GPU, VARIANTS, parse_command
+from trl_variants.cli.args import VARIANTS, parse_command
 from trl_variants.cli.launch import accelerate_launch_options
 
 from .errors import one_error_line
@@ -55,10 +55,10 @@ def test_a_mistaken_flag_is_one_line_naming_field_value_and_what_is_allowed(tmp_
     ("recipe_text", "expected"),
     [
         ("num_generations: 1\n", "num_generations=1 is not allowed; expected an integer >= 2"),
-        ("epsilon_hihg: 0.28\n", "recipe key 'epsilon_hihg' in {recipe} is not a field of DAPOConfig"),
+        ("epsilon_hihg: 0.28\n", "recipe key 'epsilon_hihg' in {recipe}: not a field of DAPOConfig"),
         ("learning_rate: abc\n", "learning_rate"),
         ("- a list\n", "must contain a YAML mapping"),
-        ("key: [unclosed\n", "--config: {recipe} is not valid YAML"),
+        ("key: [unclosed\n", "--config {recipe}: while parsing a flow sequence"),
         ("env: 3\n", "`env` field should be a dict"),
         ("max_completion_length: 0\nlearning_rate: 1.0e-6\n", "max_completion_length=0 is not allowed"),
     ],
@@ -72,9 +72,9 @@ def test_a_mistaken_recipe_is_one_line(tmp_path, capsys, recipe_text, expected):
 
 def test_a_missing_or_unreadable_recipe_file_is_one_line(tmp_path, capsys):
     line = error_of(tmp_path, capsys, "dapo", ["--config", str(tmp_path / "no.yaml"), *base_flags(tmp_path)])
-    assert line == f"--config: recipe file not found: {tmp_path / 'no.yaml'}"
+    assert line.startswith(f"--config {tmp_path / 'no.yaml'}: ") and "No such file or directory" in line
     line = error_of(tmp_path, capsys, "dapo", ["--config", str(tmp_path), *base_flags(tmp_path)])
-    assert line == f"--config: cannot read the recipe {tmp_path}: Is a directory"
+    assert line.startswith(f"--config {tmp_path}: ") and "Is a directory" in line
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_a_missing_model_or_reward_is_one_line(tmp_path, capsys, drop, expected)
 
 def test_a_misspelt_field_gets_the_nearest_names(tmp_path, capsys):
     line = error_of(tmp_path, capsys, "dapo", [*base_flags(tmp_path), "--epsilon_hihg", "0.3"])
-    assert "(did you mean --epsilon_high or --epsilon?)" in line
+    assert "(did you mean --epsilon_high" in line
 
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("skip_degenerate_prompt: false\n")
@@ -111,10 +111,11 @@ def no_gpu(monkeypatch):
     monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: False)
 
 
-def test_bf16_without_a_gpu_names_the_flags_to_add_after_every_naming_mistake(tmp_path, capsys, no_gpu):
+def test_bf16_without_a_gpu_is_transformers_line_after_every_naming_mistake(tmp_path, capsys, no_gpu):
     flags = base_flags(tmp_path)
     flags = flags[: flags.index("--use_cpu")]
-    assert error_of(tmp_path, capsys, "dapo", flags) == BF16_WITHOUT_GPU
+    line = error_of(tmp_path, capsys, "dapo", flags)
+    assert "bf16" in line and "use_cpu" in line
     # A typo or an out-of-range value is not hidden behind it: both are checked before the config is built.
     assert "unknown argument --epsilon_hihg" in error_of(tmp_path, capsys, "dapo", [*flags, "--epsilon_hihg", "0.3"])
     assert "top_p=0.0 is not allowed" in error_of(tmp_path, capsys, "dapo", [*flags, "--top_p", "0"])

@@ -15,7 +15,10 @@ pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip
         (["--reasoning_gym_task", "basic_arithmetc"], "Did you mean basic_arithmetic"),
         (["--reasoning_gym_task", "basic_arithmetic", "--reasoning_gym_config", '{"terms": 2}'],
          "not a config key of reasoning-gym task 'basic_arithmetic'"),
-        (["--reasoning_gym_task", "basic_arithmetic", "--reasoning_gym_config", "[2]"], "is a JSON list"),
+        (["--reasoning_gym_task", "basic_arithmetic", "--reasoning_gym_config", "[2]"],
+         "--reasoning_gym_config='[2]' is not a JSON object"),
+        (["--reasoning_gym_task", "basic_arithmetic", "--reasoning_gym_config", "{terms"],
+         "--reasoning_gym_config='{terms' is not a JSON object"),
     ],
 )
 def test_reasoning_gym_mistakes_are_one_line_before_anything_loads(tmp_path, capsys, flags, message):

@@ -31,8 +31,8 @@ def test_push_with_the_hub_offline_stops_before_training_in_one_line(toy_files, 
     argv = ["dapo", *toy_flags(toy_files, tmp_path / "out"), "--reward_funcs", "dapo_accuracy",
             "--push_to_hub", "true", "--hub_model_id", "someone/toy-dapo"]  # fmt: skip
     line = run_error(capsys, argv)
-    assert line.startswith("push_to_hub failed: HF_HUB_OFFLINE is set, so the Hub cannot be reached")
-    assert "nothing was trained; pass --push_to_hub false" in line
+    assert line.startswith(f"push_to_hub to {constants.ENDPOINT} failed (OfflineModeIsEnabled: ")
+    assert "HF_HUB_OFFLINE" in line and "nothing was trained; pass --push_to_hub false" in line
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
@@ -47,27 +47,28 @@ def test_push_after_training_with_the_hub_unreachable_names_the_saved_model(toy_
     argv = ["dapo", *toy_flags(toy_files, output_dir), "--reward_funcs", "dapo_accuracy",
             "--push_to_hub", "true", "--hub_model_id", "someone/toy-dapo"]  # fmt: skip
     line = run_error(capsys, argv)
-    assert line.startswith(f"push_to_hub failed: the Hub at {UNREACHABLE_HUB} could not be reached (ConnectError")
+    assert line.startswith(f"push_to_hub to {UNREACHABLE_HUB} failed (ConnectError")
     assert f"the trained model is saved in {output_dir}; upload it later with `hf upload someone/toy-dapo" in line
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
 
 
 def test_refused_or_missing_credentials_name_the_login():
-    """A 401 answer, read by the Hub client as it reads the Hub's own, and no token at all; any other error is left
-    to its caller."""
+    """A 401 answer, read by the Hub client as it reads the Hub's own, and no token at all name the login; another
+    HTTP error of the Hub is one line too; any other error is left to its caller."""
     http = sys.modules[type(get_session()).__module__.split(".")[0]]  # the HTTP library the Hub client uses
     request = http.Request("POST", f"{constants.ENDPOINT}/api/repos/create")
     with pytest.raises(HfHubHTTPError) as refused:
         hf_raise_for_status(http.Response(401, request=request))
-    for error, reason in (
-        (refused.value, "the Hub refused the credentials (HTTP 401)"),
-        (LocalTokenNotFoundError("Token is required"), "no Hub token was found"),
-    ):
+    with pytest.raises(HfHubHTTPError) as conflict:
+        hf_raise_for_status(http.Response(409, request=request))
+    for error, login in ((refused.value, True), (LocalTokenNotFoundError("Token is required"), True),
+                         (conflict.value, False)):  # fmt: skip
         with pytest.raises(CliRunError) as raised:
             raise_hub_failure(error, "nothing was trained")
-        assert str(raised.value) == (
-            f"push_to_hub failed: {reason}; log in with `hf auth login` or set HF_TOKEN; nothing was trained."
-        )
+        message = str(raised.value)
+        assert message.startswith(f"push_to_hub to {constants.ENDPOINT} failed ({type(error).__name__}: ")
+        assert message.endswith("; nothing was trained.") and "\n" not in message
+        assert ("log in with `hf auth login` or set HF_TOKEN" in message) is login
     assert raise_hub_failure(ValueError("not the Hub"), "nothing was trained") is None
 
 

@@ -1,5 +1,5 @@
-"""The `trl-variants` command: `main` dispatches, `args` parses, `train` runs a training command, `launch`
-relaunches under accelerate, `output` guards the output folder, `demo` and `demo_artifacts` make the offline demo."""
+"""The `trl-variants` command: `main` dispatches and reads the demo's options, `args` parses a training command,
+`launch` relaunches it under accelerate, `train` checks its sources and trains it, `demo` runs the offline demo."""
 
 from .main import main
 

@@ -1,15 +1,11 @@
-"""What every part of the command line shares. It imports nothing heavy, so `trl-variants --help` and
-`trl-variants demo --help` answer without loading torch or TRL."""
+"""What every part of the command line shares. It imports nothing heavy, so `trl-variants --help` and the demo's
+option mistakes answer without loading torch or TRL."""
 
-# The training commands, in the order the usage text lists them; `args.VARIANTS` maps each to its classes.
+import tempfile
+from pathlib import Path
+
+# The training commands, in the order the usage text lists them; `variants.VARIANTS` maps each to its classes.
 VARIANT_COMMANDS = ("dapo", "dr-grpo", "grpo")
-
-# `--accelerate_config` is resolved by TRL's helper into `--config_file`; it is not an `accelerate launch` flag.
-ACCELERATE_CONFIG_FLAG = "--accelerate_config"
-
-# `trl-variants demo`'s defaults, shared by its option parser and by `run_demo`.
-DEMO_DEFAULT_STEPS = 300
-DEMO_DEFAULT_OUTPUT_DIR = "demo-output"
 
 
 class CliUsageError(Exception):
@@ -20,9 +16,19 @@ class CliRunError(Exception):
     """A run stopped for a reason the user can act on (the message says how): one line, exit code 1."""
 
 
-def check_minimums(args, minimums: dict[str, int]) -> None:
-    """Raises `CliUsageError` for the first of the parsed integer options `minimums` names that is below its minimum."""
-    for name, low in minimums.items():
-        value = getattr(args, name)
-        if value is not None and value < low:
-            raise CliUsageError(f"--{name} {value} is not allowed; expected an integer >= {low}.")
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+def check_output_dir(path: str) -> None:
+    """Raises `CliUsageError` when `path` cannot be created or written, before any work starts: a temporary file is
+    written into it or its nearest existing ancestor (permission bits say nothing for root or a read-only disk)."""
+    probe = Path(path).expanduser().absolute()
+    while not probe.exists():
+        probe = probe.parent
+    try:  # a file where a folder should be fails as "Not a directory"
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as error:
+        reason = f"cannot be written ({error.strerror or error})"
+        raise CliUsageError(f"output_dir {path!r} {reason}; pass a writable folder to --output_dir.") from None

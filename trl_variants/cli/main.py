@@ -1,20 +1,13 @@
-"""The `trl-variants` command.
+"""The `trl-variants` command (`USAGE` below). Mistakes in the input print one line starting with
+`trl-variants: error:` and exit with code 2; a run stopped by something the user can change (dynamic sampling out
+of rounds, the Hub out of reach) prints one such line and exits with 1. The demo's options are read here, before
+torch loads, so that its mistakes answer at once."""
 
-    trl-variants demo                                    # offline CPU demo: the toy policy learns with DAPO
-    trl-variants dapo --config examples/recipes/dapo_qwen2.5_7b.yaml
-    trl-variants dr-grpo --model_name_or_path Qwen/Qwen2.5-Math-1.5B --dataset_name ... --reward_funcs accuracy_reward
-    trl-variants grpo ...                                # TRL's GRPO through the same launcher, as a baseline
-    trl-variants dapo --config recipe.yaml --accelerate_config zero3 --num_processes 8
-
-Mistakes in the input (an unknown reward, a missing dataset column, a recipe key that is no field, an unwritable
-output folder) print one line starting with `trl-variants: error:` and exit with code 2; a run stopped by something
-the user can change (dynamic sampling out of rounds, the Hub out of reach) prints one such line and exits with 1.
-"""
-
+import argparse
 import difflib
 import sys
 
-from .common import VARIANT_COMMANDS, CliRunError, CliUsageError
+from .common import VARIANT_COMMANDS, CliRunError, CliUsageError, check_output_dir, one_line
 
 USAGE = """usage: trl-variants {demo,dapo,dr-grpo,grpo} [options]
 
@@ -28,57 +21,50 @@ commands:
 `--reward_funcs NAME ...`, PEFT flags (`--use_peft --lora_r 16`) and `--accelerate_config zero2|zero3|fsdp2|PATH`
 with any `accelerate launch` flag for multi-GPU and multi-node runs."""
 
-USAGE_ERROR_EXIT_CODE = 2
-RUN_ERROR_EXIT_CODE = 1
-INTERRUPTED_EXIT_CODE = 130
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
-
     command, options = argv[0], argv[1:]
     try:
         if command == "demo":
-            from .demo_command import demo_main
-
-            return demo_main(options)
+            return demo_command(options)
         if command not in VARIANT_COMMANDS:
-            raise CliUsageError(unknown_command_problem(command))
-        return run_variant_command(command, options)
+            close = difflib.get_close_matches(command, ("demo", *VARIANT_COMMANDS), n=2, cutoff=0.6)
+            guess = f" (did you mean {' or '.join(close)}?)" if close else ""
+            commands = ", ".join(("demo", *VARIANT_COMMANDS))
+            raise CliUsageError(f"unknown command {command!r}{guess}; choose one of {commands}.")
+        # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
+        from .train import training_command
+
+        return training_command(command, options)
     except (CliUsageError, CliRunError) as error:
-        print(f"trl-variants: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return RUN_ERROR_EXIT_CODE if isinstance(error, CliRunError) else USAGE_ERROR_EXIT_CODE
-    except KeyboardInterrupt:
-        # The demo has already removed its staging folder; a training run keeps its checkpoints.
+        print(f"trl-variants: error: {one_line(error)}", file=sys.stderr)
+        return 1 if isinstance(error, CliRunError) else 2
+    except KeyboardInterrupt:  # the demo has removed its staging folder; a training run keeps its checkpoints
         print("trl-variants: interrupted", file=sys.stderr)
-        return INTERRUPTED_EXIT_CODE
+        return 130
 
 
-def unknown_command_problem(command: str) -> str:
-    commands = ("demo", *VARIANT_COMMANDS)
-    close = difflib.get_close_matches(command, commands, n=2, cutoff=0.6)
-    guess = f" (did you mean {' or '.join(close)}?)" if close else ""
-    return f"unknown command {command!r}{guess}; choose one of {', '.join(commands)}."
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CliUsageError(f"{self.prog}: {message}")
 
 
-def run_variant_command(command: str, options: list[str]) -> int:
-    # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
-    from .args import VARIANTS, parse_command
-    from .launch import accelerate_launch_options, inside_launched_process, relaunch
-    from .output import check_output_dir
-    from .train import run_training
+def demo_command(argv: list[str]) -> int:
+    parser = _Parser(prog="trl-variants demo", description="Offline CPU demo: train the embedded toy policy and "
+                     "compare its held-out accuracy before and after.")  # fmt: skip
+    parser.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the toy task and of training (default 0)")
+    parser.add_argument("--output_dir", default="demo-output", help="output folder (default demo-output/)")
+    parser.add_argument("--variant", default="dapo", choices=VARIANT_COMMANDS, help="trainer to use (default dapo)")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        raise CliUsageError(f"--steps {args.steps} is not allowed; expected an integer >= 1.")
+    check_output_dir(args.output_dir)
+    from .demo import run_demo
 
-    variant = VARIANTS[command]
-    parsed = parse_command(variant, options, accelerate_launch_options())
-    check_output_dir(parsed.training_args.output_dir)
-    if parsed.launch_args and not inside_launched_process():
-        return relaunch(variant.command, parsed.launch_args, parsed.training_script_args)
-    run_training(variant, parsed)
+    run_demo(args.steps, args.seed, args.output_dir, args.variant)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -86,7 +86,7 @@ def prompt_type_problems(dataset, dataset_name: str) -> list[str]:
             f"{dataset_name} column '{PROMPT_COLUMN}' holds values of type {dtype}; expected {PROMPT_EXPECTED}. "
             "Convert the column, e.g. dataset.map(lambda row: {'prompt': str(row['prompt'])})."
         ]
-    row = _first_row(dataset)
+    row = first_row(dataset)
     if row is None:
         return []
     value = row[PROMPT_COLUMN]
@@ -106,7 +106,7 @@ def _is_conversation(value) -> bool:
     )
 
 
-def _first_row(dataset):
+def first_row(dataset):
     if hasattr(dataset, "__len__"):
         return dataset[0] if len(dataset) > 0 else None
     return next(iter(dataset.take(1)), None) if hasattr(dataset, "take") else None
