@@ -95,35 +95,43 @@ def private_reads(tree: ast.AST, receiver: str) -> list[ast.Attribute]:
     ]  # fmt: skip
 
 
-def test_no_mixin_reads_a_private_name_another_mixin_defines():
-    """In the trainers and their mixins, `self._name` is the class's own (a method, or an attribute it sets) or
-    TRL's; elsewhere, `trainer._name` is TRL's only: the dynamic sampler's state is reached through
-    `trainer.dynamic_sampler`."""
-    trl_names = trainer_attributes()
+def foreign_private_reads(tree: ast.AST, trl_names: set[str]) -> list[str]:
+    """In the trainers and mixins of `tree`, each `self._name` read that is neither the class's own (a method, or an
+    attribute it sets) nor TRL's; anywhere in `tree`, each `trainer._name` read that is not TRL's."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-                   and node.name.endswith(("Mixin", "Trainer"))]  # fmt: skip
-        for cls in classes:
-            own = {node.name for node in cls.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
-            own |= {node.attr for node in private_reads(cls, "self") if isinstance(node.ctx, ast.Store)}
-            for node in private_reads(cls, "self"):
-                if node.attr not in own | trl_names:
-                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {cls.name} reads self.{node.attr}")
-        for node in private_reads(tree, "trainer"):
-            if node.attr not in trl_names:
-                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads trainer.{node.attr}")
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+               and node.name.endswith(("Mixin", "Trainer"))]  # fmt: skip
+    for cls in classes:
+        own = {node.name for node in cls.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+        own |= {node.attr for node in private_reads(cls, "self") if isinstance(node.ctx, ast.Store)}
+        found += [f"{node.lineno} {cls.name} reads self.{node.attr}" for node in private_reads(cls, "self")
+                  if node.attr not in own | trl_names]  # fmt: skip
+    found += [f"{node.lineno} reads trainer.{node.attr}" for node in private_reads(tree, "trainer")
+              if node.attr not in trl_names]  # fmt: skip
+    return found
+
+
+def test_no_mixin_reads_a_private_name_another_mixin_defines():
+    """In the trainers and their mixins, `self._name` is the class's own or TRL's; elsewhere, `trainer._name` is
+    TRL's only: the dynamic sampler's state is reached through `trainer.dynamic_sampler`."""
+    trl_names = trainer_attributes()
+    found = [
+        f"{path.relative_to(PACKAGE)}:{read}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for read in foreign_private_reads(ast.parse(path.read_text(encoding="utf-8")), trl_names)
+    ]
     assert found == []
 
 
-def test_the_check_sees_a_cross_mixin_read(tmp_path):
-    source = "class AMixin:\n    def f(self):\n        return self._theirs\n"
-    tree = ast.parse(source)
-    cls = tree.body[0]
-    own = {node.name for node in cls.body if isinstance(node, ast.FunctionDef)}
-    assert [node.attr for node in private_reads(cls, "self") if node.attr not in own | trainer_attributes()] == [
-        "_theirs"
+def test_the_check_sees_a_cross_mixin_read_and_a_private_read_through_trainer():
+    source = (
+        "class AMixin:\n    def f(self):\n        self._mine = 1\n"
+        "        return self._theirs, self._mine, self._metrics\n"
+        "def g(trainer):\n    return trainer._sampler, trainer._metrics\n"
+    )
+    assert foreign_private_reads(ast.parse(source), trainer_attributes()) == [
+        "4 AMixin reads self._theirs",
+        "6 reads trainer._sampler",
     ]
 
 
