@@ -1,47 +1,12 @@
-"""Where a step's prompts come from, and how each is named, for dynamic sampling.
+"""Where a step's prompts come from, and how each is named, for dynamic sampling (docs/dynamic_sampling.md, "The
+refill sampler", "Streaming datasets" and "What crosses processes").
 
-Refill prompts come from a source of their own, independent of the trainer's dataloader, so that drawing refills
-changes neither the step and epoch accounting nor the learning-rate schedule, and identical on every process:
-
-- a map-style dataset: `RefillSampler`, a fresh seeded permutation each pass over the dataset;
-- a stream (`datasets.IterableDataset`): `StreamRefill`, below.
-
-Dataloader rows are named by dataset index when another process may have to generate them (prompt skipping, or
-groups straddling processes): `DatasetIndices`, below.
-
-Streams. A stream has no length and no random access, so the map-style `RefillSampler` cannot serve it. `StreamRefill`
-takes its place with the same interface (`draw`, `state_dict`, `load_state_dict`) plus `row`, which returns a
-drawn prompt's row:
-
-- Refill prompts are the next unread rows of the refill reader's own pass over the stream, read in stream order
-  (shuffled with a buffer and the seed `seed + pass`, as TRL shuffles the dataloader's stream, when
-  `shuffle_dataset=True`). Like `RefillSampler`, the reader is independent of the dataloader, so the step, epoch
-  and learning-rate accounting stay `GRPOTrainer`'s; at the end of the stream it starts a new pass.
-- A prompt is keyed by a hash of its content (`prompt_key`), since stream rows carry no index; prompt skipping keeps
-  its history under that key, in a table of `STREAM_KEY_SPACE` slots (two prompts that share a slot share a history).
-- A prompt whose key the step's batch already holds (the dataloader's or an earlier refill's prompt, or rarely
-  another prompt in the same slot) is passed over, so no prompt is generated twice in one batch and a key names
-  one row of the step.
-- Only the main process reads the stream; the rows it drew are broadcast, so every process generates the same
-  prompts and takes the same decisions even when the stream is not deterministic. A read that fails is broadcast
-  as a failure and raised on every process, so none waits in a collective the others skipped.
-- When a whole pass yields no usable prompt (the stream is empty on a new pass, as a one-shot generator is, or
-  holds nothing but prompts already in the batch), `draw` returns fewer prompts than asked, the round stops, and
-  `dynamic_sampling_on_exhausted` decides as when the rounds run out: fill the batch and train, or raise.
-- The checkpoint holds the pass and the position in it; a resumed run reads the stream again up to that
-  position, so it continues with the prompt the interrupted run would have read next.
-
-Dataset indices of dataloader rows. The dataset index of every training dataloader row is recorded on the
-sampler's side, so that rows reach TRL (and `_prepare_inputs`, and reward functions) exactly as the dataset gives
-them, with no column added.
-
-TRL's train sampler yields the same index stream on every process (it is seeded alike). A dataloader batch of `B`
-rows per process takes, over the `N` processes, the next `N * B` indices of that stream, process `p` the `p`-th
-slice of `B` (accelerate's `BatchSamplerShard` gives process `p` batches `p, p + N, ...` of the unsharded loader).
-`RecordingSampler` keeps the indices it has yielded, first in first out; the trainer takes one batch's worth for
-each batch it receives, in order, which prefetching and loader workers do not change (the sampler runs in the
-main process, and batches come out in sampler order). A resumed run's skipped batches are drawn from the sampler
-but never delivered; the trainer announces them (`skip_batches`) so their indices are dropped too.
+Refill prompts come from a source of their own, independent of the trainer's dataloader (so the step, epoch and
+learning-rate accounting stay `GRPOTrainer`'s) and identical on every process: `RefillSampler` for a map-style
+dataset, `StreamRefill` for a `datasets.IterableDataset`, whose prompts are keyed by a hash of their content
+(`prompt_key`) and read by the main process only, then broadcast. `DatasetIndices` names dataloader rows by dataset
+index (a stream's by prompt key) when another process may have to generate them (prompt skipping, or groups
+straddling processes), recording the indices on the sampler's side so that no column is added to the rows.
 """
 
 import hashlib
@@ -59,11 +24,7 @@ from torch.utils.data import Sampler
 
 @dataclass
 class RefillSampler:
-    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset.
-
-    It is independent of the trainer's dataloader, so drawing refills changes neither the step and epoch
-    accounting nor the learning-rate schedule, and it is identical on every process for the same seed.
-    """
+    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset."""
 
     dataset_size: int
     seed: int
@@ -75,19 +36,14 @@ class RefillSampler:
         if self.dataset_size < 1:
             raise ValueError(f"RefillSampler: dataset_size must be >= 1, got {self.dataset_size}.")
 
-    def _permutation(self) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.dataset_size, generator=generator).tolist()
-
     def draw(self, count: int) -> list[int]:
         drawn = []
         while len(drawn) < count:
-            if not self._order:
-                self._order = self._permutation()
             if self.position >= self.dataset_size:
-                self.epoch += 1
-                self.position = 0
-                self._order = self._permutation()
+                self.epoch, self.position, self._order = self.epoch + 1, 0, []
+            if not self._order:
+                generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+                self._order = torch.randperm(self.dataset_size, generator=generator).tolist()
             take = min(count - len(drawn), self.dataset_size - self.position)
             drawn.extend(self._order[self.position : self.position + take])
             self.position += take
@@ -138,8 +94,7 @@ class StreamReader:
 
     def __init__(self, dataset, seed: int, shuffle: bool):
         self.dataset, self.seed, self.shuffle = dataset, seed, shuffle
-        self.pass_index = 0
-        self.position = 0
+        self.pass_index, self.position = 0, 0
         # Rows in one complete pass, once a pass has been read to its end.
         self.rows_per_pass: int | None = None
         self._iterator = None
@@ -274,7 +229,7 @@ class RecordingSampler(Sampler):
             raise AttributeError(name)
         return getattr(self.sampler, name)
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int) -> None:  # always present, as accelerate's `set_epoch` looks for it
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
@@ -318,19 +273,6 @@ class RecordingSampler(Sampler):
             self._recorded.popleft()
 
 
-class BatchRowIndices:
-    """One dataloader batch's rows and their dataset indices. Rows are found by identity: they are the very objects
-    the dataloader delivered, kept alive here, so no other live object can share their `id`."""
-
-    def __init__(self, rows: list[dict], indices: list[int]):
-        self.rows = rows
-        self._index_by_id = {id(row): index for row, index in zip(rows, indices, strict=True)}
-
-    def index_of(self, row: dict) -> int:
-        """The dataset index of `row`, or -1 for a row that is not one of this batch's."""
-        return self._index_by_id.get(id(row), -1)
-
-
 class DatasetIndices:
     """Names the training dataloader's rows by dataset index (a stream's prompt key), so that any process can
     generate any of them: for prompt skipping's picks, and for groups straddling processes. The trainer's
@@ -341,7 +283,10 @@ class DatasetIndices:
     def __init__(self, reason: str | None, streaming: bool, train_dataset):
         self.reason, self.streaming, self.train_dataset = reason, streaming, train_dataset
         self.recording: RecordingSampler | None = None
-        self.batch: BatchRowIndices | None = None
+        # The latest batch's rows, found by identity: the very objects the dataloader delivered, kept alive here so
+        # that no other live object can share their `id`.
+        self.batch_rows: list[dict] = []
+        self.index_by_id: dict[int, int] = {}
 
     def wrap_sampler(self, sampler_fn, args):
         """The training dataloader's `sampler_fn`, recording what it yields when rows are named by index."""
@@ -377,18 +322,16 @@ class DatasetIndices:
         """Pairs a training generation batch with the dataset indices its sampler drew."""
         if self.recording is None:
             return
+        first = generation_batch[0]  # one row read per batch checks the pairing
         indices = self.recording.take_batch(
             len(generation_batch), process_index, num_processes,
-            delivered=lambda indices: self.rows_match(generation_batch[0], indices[0]),
+            delivered=lambda drawn: "prompt" not in first or self.train_dataset[drawn[0]]["prompt"] == first["prompt"],
         )  # fmt: skip
-        self.batch = BatchRowIndices(generation_batch, indices)
-
-    def rows_match(self, row: dict, index: int) -> bool:
-        """Whether dataloader `row` is row `index` of train_dataset; one row read per batch checks the pairing."""
-        return "prompt" not in row or self.train_dataset[index]["prompt"] == row["prompt"]
+        self.batch_rows = generation_batch
+        self.index_by_id = {id(row): index for row, index in zip(generation_batch, indices, strict=True)}
 
     def key(self, row: dict) -> int:
         """A dataloader row's key: its dataset index, or its prompt's hash on a stream (-1: none)."""
         if self.streaming:
             return prompt_key(row_prompt(row))
-        return -1 if self.batch is None else self.batch.index_of(row)
+        return self.index_by_id.get(id(row), -1)
