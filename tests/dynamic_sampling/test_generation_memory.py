@@ -94,10 +94,12 @@ def test_every_training_call_is_measured_and_the_latest_measurements_are_kept(mo
     readings = SimpleNamespace(start=lambda: 0, peak_since=lambda start: next(peaks), free=lambda: None)
     monkeypatch.setattr(generate_calls, "DeviceMemory", lambda device: readings)
     model = SimpleNamespace(training=True, is_gradient_checkpointing=False)
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1, process_index=0,
+                                  unwrap_model=lambda x: x)
     trainer = SimpleNamespace(
-        accelerator=SimpleNamespace(device=torch.device("cpu"), num_processes=1, process_index=0, unwrap_model=lambda m: m),
-        use_vllm=False, use_transformers_continuous_batching=False, model=model, model_wrapped=model,
-        pad_to_multiple_of=None, args=SimpleNamespace(max_rows_per_generate_call=None), _dist=SimpleNamespace(is_zero3=False),
+        accelerator=accelerator, use_vllm=False, use_transformers_continuous_batching=False, model=model,
+        model_wrapped=model, pad_to_multiple_of=None, args=SimpleNamespace(max_rows_per_generate_call=None),
+        _dist=SimpleNamespace(is_zero3=False),
     )  # fmt: skip
     calls = GenerateCalls(trainer)
     for length in range(1, 21):

@@ -8,11 +8,11 @@ groups (`plan_calls`), at most the least of `max_rows_per_generate_call`, the me
 without memory readings) and the cap an out-of-memory error taught. Such an error (`is_out_of_memory`) halves the
 failed call (`halve_call`) and retries each half, the halved size capping later training calls and kept in
 checkpoints; where halving is unsafe (ZeRO-3 or FSDP on several processes, inputs that cannot be cut by row, a call
-of one group) it raises one line saying what to change (`retry_problem`). On several processes, one gather agrees on
-the calls before any `generate` (`agreed_calls`) and, outside ZeRO-3 and FSDP, a second stops every process when one
-failed (`stop_every_process`). After a failed call, what TRL's generation context turned off without `try/finally`
-(gradient checkpointing, ZeRO-3's module hooks) is turned back on (`generation_changes_undone`). vLLM and
-transformers' continuous batching get every call whole.
+of one group) it raises one line saying what to change (`retry_problem`). On several processes, one gather agrees
+on the calls before any `generate` (the smallest cap, and whether every process can cut its inputs) and, outside
+ZeRO-3 and FSDP, a second stops every process when one failed (`stop_every_process`). After a failed call, what
+TRL's generation context turned off without `try/finally` (gradient checkpointing, ZeRO-3's module hooks) is turned
+back on (`generation_changes_undone`). vLLM and transformers' continuous batching get every call whole.
 """
 
 import functools
@@ -42,14 +42,6 @@ def is_out_of_memory(error: BaseException) -> bool:
     )
 
 
-def agreed_calls(cap: int | None, splittable: bool, device: torch.device) -> tuple[int | None, bool]:
-    """The smallest cap of all processes (`None`: none set anywhere) and whether every process can cut its inputs by
-    row, in one gather of two integers."""
-    gathered = gather(torch.tensor([[cap or 0, int(splittable)]], device=device)).tolist()
-    caps = [row[0] for row in gathered if row[0] > 0]
-    return min(caps, default=None), all(row[1] for row in gathered)
-
-
 def stop_every_process(failure: BaseException | None, process: int) -> None:
     """Called by every process after a round's calls: raises on every process when one of them failed, with its
     message (one gather), so that none waits alone in the next collective."""
@@ -58,6 +50,8 @@ def stop_every_process(failure: BaseException | None, process: int) -> None:
     if failed and failure is None:
         index, message = failed[0]
         raise RuntimeError(f"Generation failed on process {index} (stopping process {process} too): {message}")
+
+
 def call_unit(num_rows: int, num_generations: int) -> int:
     """The rows a call is cut in: whole groups when the rows are groups, else single rows (TRL's tool loop
     generates follow-up turns of single rows)."""
@@ -181,7 +175,8 @@ class GenerateCalls:
         # Whether the inputs can be cut by row, looked at only where a call may be cut.
         splittable = not (agreeing or (cap is not None and cap < num_rows)) or per_row() is not None
         if agreeing:  # one gather per round, before any process enters `generate`: every process makes the same calls
-            cap, splittable = agreed_calls(cap, splittable, accelerator.device)
+            gathered = gather(torch.tensor([[cap or 0, int(splittable)]], device=accelerator.device)).tolist()
+            cap, splittable = min((row[0] for row in gathered if row[0]), default=None), all(row[1] for row in gathered)
             self.last_plan = None if self.last_plan is None else min(self.last_plan, cap)
         if not splittable and user_cap is not None and user_cap < num_rows:
             raise ValueError(
@@ -221,10 +216,9 @@ class GenerateCalls:
             raise failure
         if len(outputs) == 1:
             return outputs[0]
-        completion_ids = [ids for call_ids, _ in outputs for ids in call_ids]
-        if any(call_logprobs is None for _, call_logprobs in outputs):
-            return completion_ids, None
-        return completion_ids, [row for _, call_logprobs in outputs for row in call_logprobs]
+        ids, logprobs = zip(*outputs, strict=True)
+        logprobs = None if any(rows is None for rows in logprobs) else [row for rows in logprobs for row in rows]
+        return [row for rows in ids for row in rows], logprobs
 
     def run_calls(self, pending, generate_rows, unit, num_generations, per_row, fields):
         """Runs the calls `pending` in order, halving a call that ran out of memory; returns each call's output."""

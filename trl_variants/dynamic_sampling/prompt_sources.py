@@ -73,11 +73,6 @@ STREAM_KEY_SPACE = 1 << 20
 SHUFFLE_BUFFER = 1000
 
 
-def prompt_text(prompt) -> str:
-    """A canonical text of a prompt (a string or chat messages), for duplicate checks and keys."""
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
-
-
 def row_prompt(row: dict):
     """What identifies a row's prompt: its `prompt`, or the whole row where an environment supplies the prompt."""
     return row["prompt"] if "prompt" in row else row
@@ -85,25 +80,26 @@ def row_prompt(row: dict):
 
 def prompt_key(prompt) -> int:
     """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt: the same on every process and in every run."""
-    digest = hashlib.blake2b(prompt_text(prompt).encode("utf-8"), digest_size=8).digest()
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") % STREAM_KEY_SPACE
 
 
-class StreamReader:
-    """Reads the rows of an iterable dataset in passes and knows where it stands: `(pass_index, position)`."""
+class StreamRefill:
+    """The refill source of a streaming dataset, read in passes (see the module docstring). `draw` returns prompt
+    keys, distinct within a step (a prompt whose key the step already holds is passed over, so two prompts that share
+    a slot are never in one batch); `row` returns the row drawn under a key in the current step."""
 
-    def __init__(self, dataset, seed: int, shuffle: bool):
-        self.dataset, self.seed, self.shuffle = dataset, seed, shuffle
+    def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
+        self.dataset, self.seed, self.shuffle, self.is_main_process = dataset, seed, shuffle, is_main_process
         self.pass_index, self.position = 0, 0
         # Rows in one complete pass, once a pass has been read to its end.
         self.rows_per_pass: int | None = None
         self._iterator = None
-
-    def _open(self):
-        stream = self.dataset
-        if self.shuffle and hasattr(stream, "shuffle"):
-            stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
-        self._iterator = itertools.islice(iter(stream), self.position, None)
+        self._taken: set[int] = set()
+        self._rows: dict[int, dict] = {}
+        # True once a draw came back short because the stream had no usable prompt left.
+        self.ran_dry = False
 
     def read(self, count: int, taken: set[int]) -> list[dict]:
         """The next `count` rows whose prompt key is not in `taken` (which they are added to). Fewer when a whole
@@ -111,7 +107,10 @@ class StreamReader:
         rows, misses = [], 0
         while len(rows) < count:
             if self._iterator is None:
-                self._open()
+                stream = self.dataset
+                if self.shuffle and hasattr(stream, "shuffle"):
+                    stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
+                self._iterator = itertools.islice(iter(stream), self.position, None)
             row = next(self._iterator, None)
             if row is None:
                 empty_pass = self.position == 0
@@ -132,28 +131,6 @@ class StreamReader:
             rows.append(dict(row))
         return rows
 
-    def state_dict(self) -> dict:
-        return {"pass_index": self.pass_index, "position": self.position, "rows_per_pass": self.rows_per_pass}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pass_index, self.position = int(state["pass_index"]), int(state["position"])
-        self.rows_per_pass = state.get("rows_per_pass")
-        self._iterator = None
-
-
-class StreamRefill:
-    """The refill source of a streaming dataset (see the module docstring). `draw` returns prompt keys, distinct
-    within a step (a prompt whose key the step already holds is passed over, so two prompts that share a slot are
-    never in one batch); `row` returns the row drawn under a key in the current step."""
-
-    def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
-        self.reader = StreamReader(dataset, seed, shuffle)
-        self.is_main_process = is_main_process
-        self._taken: set[int] = set()
-        self._rows: dict[int, dict] = {}
-        # True once a draw came back short because the stream had no usable prompt left.
-        self.ran_dry = False
-
     def begin_step(self, keys: list[int], rows: list[dict] | None = None) -> None:
         """Starts a step whose batch already holds the prompts `keys` (the dataloader's), with their `rows` where
         other processes may need to read them."""
@@ -165,7 +142,7 @@ class StreamRefill:
         payload = [None]
         if self.is_main_process:
             try:
-                payload[0] = ("rows", self.reader.read(count, self._taken), self.reader.state_dict())
+                payload[0] = ("rows", self.read(count, self._taken), self.state_dict())
             except Exception as error:  # broadcast, so that every process raises instead of waiting
                 payload[0] = ("error", f"{type(error).__name__}: {error}", None)
         broadcast_object_list(payload, from_process=0)
@@ -177,7 +154,7 @@ class StreamRefill:
         keys = [prompt_key(row_prompt(row)) for row in rows]
         if not self.is_main_process:
             self._taken.update(keys)
-            self.reader.load_state_dict(state)
+            self.load_state_dict(state)
         self.ran_dry = self.ran_dry or len(rows) < count
         self._rows.update(zip(keys, rows, strict=True))
         return keys
@@ -191,10 +168,11 @@ class StreamRefill:
     @property
     def rows_read(self) -> int:
         """Rows of one pass, or the rows read so far while the first pass is not complete."""
-        return self.reader.rows_per_pass or max(1, self.reader.position)
+        return self.rows_per_pass or max(1, self.position)
 
     def state_dict(self) -> dict:
-        return {"stream": self.reader.state_dict()}
+        position = {"pass_index": self.pass_index, "position": self.position, "rows_per_pass": self.rows_per_pass}
+        return {"stream": position}
 
     def load_state_dict(self, state: dict) -> None:
         if "stream" not in state:
@@ -202,7 +180,9 @@ class StreamRefill:
                 "dynamic_sampling: the checkpoint's refill state is a map-style dataset's, but train_dataset is a "
                 "stream; resume with the training dataset the checkpoint was saved with."
             )
-        self.reader.load_state_dict(state["stream"])
+        stream = state["stream"]
+        self.pass_index, self.position = int(stream["pass_index"]), int(stream["position"])
+        self.rows_per_pass, self._iterator = stream.get("rows_per_pass"), None
 
 
 class RecordingSampler(Sampler):
