@@ -10,7 +10,7 @@ failed call (`halve_call`) and retries each half, the halved size capping later 
 checkpoints; where halving is unsafe (ZeRO-3 or FSDP on several processes, inputs that cannot be cut by row, a call
 of one group) it raises one line saying what to change (`retry_problem`). On several processes, one gather agrees
 on the calls before any `generate` (the smallest cap, and whether every process can cut its inputs) and, outside
-ZeRO-3 and FSDP, a second stops every process when one failed (`stop_every_process`). After a failed call, what
+ZeRO-3 and FSDP, a second stops every process, with its message, when one failed. After a failed call, what
 TRL's generation context turned off without `try/finally` (gradient checkpointing, ZeRO-3's module hooks) is turned
 back on (`generation_changes_undone`). vLLM and transformers' continuous batching get every call whole.
 """
@@ -42,16 +42,6 @@ def is_out_of_memory(error: BaseException) -> bool:
     )
 
 
-def stop_every_process(failure: BaseException | None, process: int) -> None:
-    """Called by every process after a round's calls: raises on every process when one of them failed, with its
-    message (one gather), so that none waits alone in the next collective."""
-    messages = gather_object([None if failure is None else f"{type(failure).__name__}: {failure}"])
-    failed = [(index, message) for index, message in enumerate(messages) if message is not None]
-    if failed and failure is None:
-        index, message = failed[0]
-        raise RuntimeError(f"Generation failed on process {index} (stopping process {process} too): {message}")
-
-
 def call_unit(num_rows: int, num_generations: int) -> int:
     """The rows a call is cut in: whole groups when the rows are groups, else single rows (TRL's tool loop
     generates follow-up turns of single rows)."""
@@ -81,12 +71,9 @@ def halve_call(call: tuple[int, int], unit: int) -> list[tuple[int, int]] | None
     return [(start, middle), (middle, stop)]
 
 
-def retry_problem(
-    rows: int, unit: int, num_generations: int, collectives: bool, splittable: bool, process: int, num_processes: int,
-    fields: list[str] = (),
-) -> str | None:
+def retry_problem(rows: int, unit: int, num_generations: int, collectives: bool, splittable: bool, process: int,
+                  num_processes: int, fields: list[str] = ()) -> str | None:  # fmt: skip
     """Why a call of `rows` rows that ran out of memory cannot be halved and retried, or `None` when it can.
-
     `collectives`: `generate` runs collectives across processes (ZeRO-3 or FSDP on several processes);
     `splittable`: the call's image inputs (`fields`) can be cut by row."""
     largest_half = (rows // unit + 1) // 2 * unit
@@ -186,7 +173,6 @@ class GenerateCalls:
             )
 
         def generate_rows(start, stop):
-            """One call of rows `start:stop`, measured when training."""
             memory_start = self.device_memory.start() if trainer.model.training else None
             with self.generation_changes_undone():
                 if (start, stop) == (0, num_rows):
@@ -209,9 +195,15 @@ class GenerateCalls:
         except Exception as error:
             failure = error
         if agreeing and not self.has_collectives():
-            # An error on one process stops every process, with its message (the others would wait for it in the
-            # round's next gather). Under ZeRO-3 or FSDP the others are inside the failed call's collectives.
-            stop_every_process(failure, accelerator.process_index)
+            # An error on one process stops every process, with its message, so that none waits alone in the round's
+            # next gather (under ZeRO-3 or FSDP the others are inside the failed call's collectives).
+            messages = gather_object([None if failure is None else f"{type(failure).__name__}: {failure}"])
+            failed = next(((index, message) for index, message in enumerate(messages) if message is not None), None)
+            if failed is not None and failure is None:
+                raise RuntimeError(
+                    f"Generation failed on process {failed[0]} (stopping process {accelerator.process_index} too): "
+                    f"{failed[1]}"
+                )
         if failure is not None:
             raise failure
         if len(outputs) == 1:
@@ -290,9 +282,7 @@ class GenerateCalls:
     def learned_rows_per_call(self) -> int | None:
         """The smallest cap an out-of-memory error taught any process, for checkpoints (a gather on several
         processes, so every process calls it)."""
-        caps = [self.learned_cap]
-        if self.trainer.accelerator.num_processes > 1:
-            caps = gather_object(caps)
+        caps = gather_object([self.learned_cap]) if self.trainer.accelerator.num_processes > 1 else [self.learned_cap]
         return min((cap for cap in caps if cap), default=None)
 
     @contextmanager
@@ -309,11 +299,8 @@ class GenerateCalls:
                 unwrapped.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs=self.trainer.args.gradient_checkpointing_kwargs
                 )
-            # Whether TRL's `remove_hooks` left the ZeRO-3 engine without its module hooks (before the first training
-            # step, the engine has no optimizer and no hooks to restore).
-            optimizer = getattr(engine, "optimizer", None)
+            optimizer = getattr(engine, "optimizer", None)  # none before the first training step: no hooks to restore
             offload = getattr(optimizer, "parameter_offload", optimizer)
-            if self.trainer._dist.is_zero3 and offload is not None and hasattr(offload, "forward_hooks"):
-                if not offload.forward_hooks:
-                    add_hooks(engine)
+            if self.trainer._dist.is_zero3 and not getattr(offload, "forward_hooks", True):
+                add_hooks(engine)  # TRL's `remove_hooks` left the ZeRO-3 engine without its module hooks
             raise

@@ -1,16 +1,12 @@
 """How many rows a transformers `generate` call may hold, from the peak memory earlier calls of the run measured
 (pure functions, but for `DeviceMemory`, which reads the device); docs/dynamic_sampling.md, "Generation calls and
-memory", explains it.
-
-Every training call's peak is measured (`CallPeak`): the device's peak allocated memory during the call above what
-was allocated when it began; nothing is read from the model's config. A later call of `rows` rows, prompts padded
-to `P` and up to `C` new tokens is predicted from a measured call `m` as
+memory", explains it. A call of `rows` rows, prompts padded to `P` and up to `C` new tokens is predicted from a
+measured call `m` (`CallPeak`: its peak allocated memory above what was allocated when it began) as
 
     predicted = m.peak_bytes * max(1, rows / m.rows) * max(1, (P + C) / (m.P + m.C), (P / m.P) ** 2)
 
 an upper bound wherever the peak is a fixed part plus per-row parts growing at most linearly with the tokens held
-or quadratically with the prompt. A round's calls hold the most whole groups that some measurement predicts to fit
-in the free memory less `MEMORY_MARGIN` of it (`call_rows`), never fewer than one generation batch per process.
+or quadratically with the prompt; nothing is read from the model's config.
 """
 
 from dataclasses import dataclass
@@ -38,18 +34,13 @@ def predicted_peak(measured: CallPeak, rows: int, prompt_tokens: int, completion
     """An upper bound on the peak of a call of `rows` rows, prompts of `prompt_tokens` and up to
     `completion_tokens` new tokens, from one measured call (the formula in the module docstring)."""
     measured_prompt = max(measured.prompt_tokens, 1)
-    length = max(
-        1.0,
-        (prompt_tokens + completion_tokens) / max(measured_prompt + measured.completion_tokens, 1),
-        (prompt_tokens / measured_prompt) ** 2,
-    )
+    tokens_held = (prompt_tokens + completion_tokens) / max(measured_prompt + measured.completion_tokens, 1)
+    length = max(1.0, tokens_held, (prompt_tokens / measured_prompt) ** 2)
     return measured.peak_bytes * max(1.0, rows / measured.rows) * length
 
 
-def call_rows(
-    measurements: list[CallPeak], free_bytes: int | None, prompt_tokens: int, completion_tokens: int, unit: int,
-    floor_rows: int,
-) -> int | None:  # fmt: skip
+def call_rows(measurements: list[CallPeak], free_bytes: int | None, prompt_tokens: int, completion_tokens: int,
+              unit: int, floor_rows: int) -> int | None:  # fmt: skip
     """The most rows of a call, in whole `unit`s, that some measurement predicts to stay within `free_bytes` less the
     margin; never fewer than `floor_rows` (one generation batch, itself whole units). `None` (no plan) before any
     measurement or without a free-memory reading."""

@@ -10,7 +10,6 @@ straddling processes), recording the indices on the sampler's side so that no co
 """
 
 import hashlib
-import itertools
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -63,8 +62,7 @@ class RefillSampler:
                 f"RefillSampler: the checkpoint's dataset has {state['dataset_size']} rows, this one has "
                 f"{self.dataset_size}; resume with the same training dataset."
             )
-        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
-        self._order = []
+        self.seed, self.epoch, self.position, self._order = state["seed"], state["epoch"], state["position"], []
 
 
 # Slots of the hashed prompt keys: 2**20 slots cost 12 MB of skipping history (posterior) or 2 MB (streak).
@@ -73,13 +71,9 @@ STREAM_KEY_SPACE = 1 << 20
 SHUFFLE_BUFFER = 1000
 
 
-def row_prompt(row: dict):
-    """What identifies a row's prompt: its `prompt`, or the whole row where an environment supplies the prompt."""
-    return row["prompt"] if "prompt" in row else row
-
-
 def prompt_key(prompt) -> int:
-    """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt: the same on every process and in every run."""
+    """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt (of a row: `row.get("prompt", row)`, the whole row where
+    an environment supplies the prompt): the same on every process and in every run."""
     text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") % STREAM_KEY_SPACE
@@ -110,7 +104,7 @@ class StreamRefill:
                 stream = self.dataset
                 if self.shuffle and hasattr(stream, "shuffle"):
                     stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
-                self._iterator = itertools.islice(iter(stream), self.position, None)
+                self._iterator = islice(iter(stream), self.position, None)
             row = next(self._iterator, None)
             if row is None:
                 empty_pass = self.position == 0
@@ -120,7 +114,7 @@ class StreamRefill:
                     break
                 continue
             self.position += 1
-            key = prompt_key(row_prompt(row))
+            key = prompt_key(row.get("prompt", row))
             if key in taken:
                 misses += 1
                 if self.rows_per_pass is not None and misses >= self.rows_per_pass:
@@ -151,7 +145,7 @@ class StreamRefill:
             raise RuntimeError(
                 f"dynamic_sampling: reading refill prompts from the streaming train_dataset failed: {rows}"
             )
-        keys = [prompt_key(row_prompt(row)) for row in rows]
+        keys = [prompt_key(row.get("prompt", row)) for row in rows]
         if not self.is_main_process:
             self._taken.update(keys)
             self.load_state_dict(state)
@@ -218,12 +212,10 @@ class RecordingSampler(Sampler):
         self._batches_to_skip = count
 
     def take_batch(self, rows: int, process_index: int, num_processes: int, delivered=None) -> list[int]:
-        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`.
-
-        `delivered(indices)` tells whether this process's batch holds those dataset rows; a batch paired with the
-        wrong indices would corrupt the prompt history without a sound, so it is refused. Where the Trainer skipped
-        a resumed epoch's batches without announcing them (transformers releases without
-        `get_resumed_dataloader`), whole batches are dropped until the recorded ones are those delivered."""
+        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`. A batch that
+        `delivered(indices)` says does not hold those rows is refused, except that where the Trainer skipped a resumed
+        epoch's batches unannounced (transformers without `get_resumed_dataloader`), whole batches are dropped until
+        the recorded ones are those delivered."""
         global_rows = rows * num_processes
         needed = (self._batches_to_skip + 1) * global_rows
         if len(self._recorded) < needed:
@@ -234,7 +226,8 @@ class RecordingSampler(Sampler):
                 "off)."
             )
         searching = not self._batches_to_skip
-        self._drop(self._batches_to_skip * global_rows)
+        for _ in range(self._batches_to_skip * global_rows):
+            self._recorded.popleft()
         self._batches_to_skip = 0
         own = slice(process_index * rows, (process_index + 1) * rows)
         while delivered is not None and not delivered(candidate := list(islice(self._recorded, global_rows))[own]):
@@ -244,21 +237,16 @@ class RecordingSampler(Sampler):
                     "whose index the train sampler recorded for it; the training dataloader must deliver batches in "
                     "sampler order."
                 )
-            self._drop(global_rows)
-        batch = [self._recorded.popleft() for _ in range(global_rows)]
-        return batch[own]
-
-    def _drop(self, count: int) -> None:
-        for _ in range(count):
-            self._recorded.popleft()
+            for _ in range(global_rows):
+                self._recorded.popleft()
+        return [self._recorded.popleft() for _ in range(global_rows)][own]
 
 
 class DatasetIndices:
     """Names the training dataloader's rows by dataset index (a stream's prompt key), so that any process can
-    generate any of them: for prompt skipping's picks, and for groups straddling processes. The trainer's
-    `_get_dataloader`, `get_resumed_dataloader` and `_prepare_inputs` call `wrap_sampler`, `skip_batches` and
-    `pair_batch`; `key` names a row. `reason` says why rows are named (for error messages), `None` when they are not:
-    then every method leaves the dataloader alone."""
+    generate any of them. The trainer's `_get_dataloader`, `get_resumed_dataloader` and `_prepare_inputs` call
+    `wrap_sampler`, `skip_batches` and `pair_batch`; `key` names a row. `reason` says why rows are named (for error
+    messages); with `None` every method leaves the dataloader alone."""
 
     def __init__(self, reason: str | None, streaming: bool, train_dataset):
         self.reason, self.streaming, self.train_dataset = reason, streaming, train_dataset
@@ -313,5 +301,5 @@ class DatasetIndices:
     def key(self, row: dict) -> int:
         """A dataloader row's key: its dataset index, or its prompt's hash on a stream (-1: none)."""
         if self.streaming:
-            return prompt_key(row_prompt(row))
+            return prompt_key(row.get("prompt", row))
         return self.index_by_id.get(id(row), -1)
