@@ -86,10 +86,10 @@ def retry_problem(rows: int, unit: int, num_generations: int, collectives: bool,
     if collectives:
         return (
             f"Generation ran out of memory in a generate call of {rows} rows on process {process} of {num_processes}. "
-            "Under DeepSpeed ZeRO-3 or FSDP every process must make the same generate calls (their forward passes "
-            "run collectives together), so one process cannot halve its call alone. Set "
-            f"{CAP_FIELD} to at most {largest_half} (a multiple of num_generations={num_generations}), which every "
-            "process applies alike from the start."
+            "Under DeepSpeed ZeRO-3 or FSDP every process must make the same generate calls (their forward passes run "
+            f"collectives together), so one process cannot halve its call alone. Set {CAP_FIELD} to at most "
+            f"{largest_half} (a multiple of num_generations={num_generations}), which every process applies alike "
+            "from the start."
         )
     if not splittable:
         return (
@@ -167,9 +167,8 @@ class GenerateCalls:
             self.last_plan = None if self.last_plan is None else min(self.last_plan, cap)
         if not splittable and user_cap is not None and user_cap < num_rows:
             raise ValueError(
-                f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs "
-                f"({sorted(multimodal_fields)}) cannot be cut by row, so a generate call cannot be split; set "
-                f"{CAP_FIELD}=None."
+                f"{CAP_FIELD}={user_cap!r} cannot be applied: this model's image inputs ({sorted(multimodal_fields)}) "
+                f"cannot be cut by row, so a generate call cannot be split; set {CAP_FIELD}=None."
             )
 
         def generate_rows(start, stop):

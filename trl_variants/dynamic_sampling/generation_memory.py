@@ -48,14 +48,11 @@ def call_rows(measurements: list[CallPeak], free_bytes: int | None, prompt_token
         return None
     if unit < 1 or floor_rows < unit or floor_rows % unit:
         raise ValueError(f"call_rows: floor_rows ({floor_rows}) must be a positive multiple of unit ({unit}).")
-    budget = max(free_bytes, 0) * (1 - MEMORY_MARGIN)
-    best = 0
+    budget, best = max(free_bytes, 0) * (1 - MEMORY_MARGIN), 0
     for measured in measurements:
         at_measured = predicted_peak(measured, measured.rows, prompt_tokens, completion_tokens)
-        if at_measured > budget:
-            continue
-        # Above the measured rows the bound grows in proportion to the rows.
-        best = max(best, measured.rows, int(measured.rows * budget / at_measured) if at_measured > 0 else 0)
+        if at_measured <= budget:  # above the measured rows, the bound grows in proportion to the rows
+            best = max(best, measured.rows, int(measured.rows * budget / at_measured) if at_measured > 0 else 0)
     return max(floor_rows, best // unit * unit)
 
 

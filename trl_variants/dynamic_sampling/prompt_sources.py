@@ -86,10 +86,9 @@ class StreamRefill:
 
     def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
         self.dataset, self.seed, self.shuffle, self.is_main_process = dataset, seed, shuffle, is_main_process
-        self.pass_index, self.position = 0, 0
+        self.pass_index, self.position, self._iterator = 0, 0, None
         # Rows in one complete pass, once a pass has been read to its end.
         self.rows_per_pass: int | None = None
-        self._iterator = None
         self._taken: set[int] = set()
         self._rows: dict[int, dict] = {}
         # True once a draw came back short because the stream had no usable prompt left.
@@ -251,8 +250,7 @@ class DatasetIndices:
     def __init__(self, reason: str | None, streaming: bool, train_dataset):
         self.reason, self.streaming, self.train_dataset = reason, streaming, train_dataset
         self.recording: RecordingSampler | None = None
-        # The latest batch's rows, found by identity: the very objects the dataloader delivered, kept alive here so
-        # that no other live object can share their `id`.
+        # The latest batch's rows, found by identity: kept alive here, so no other live object can share their `id`.
         self.batch_rows: list[dict] = []
         self.index_by_id: dict[int, int] = {}
 
