@@ -24,7 +24,7 @@ import argparse
 import json
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from trl_variants.dynamic_sampling.selection import first_round_extra_groups_after_carry, plan_carry

@@ -42,7 +42,7 @@ SPLIT_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of 
 STEPS = 3
 MAX_ROUNDS = 3
 
-# Every `select_groups` decision of this process (on the per-share flags, `selection.share_flags`), appended by the
+# Every `select_groups` decision of this process (on every group's flags, in generation order), appended by the
 # wrapper below.
 decisions: list[dict] = []
 _select_groups = sampling_rounds.select_groups
