@@ -3,7 +3,7 @@ a multi-process run must have trained at each step, and where, for the DeepSpeed
 
 import torch
 
-from trl_variants.dynamic_sampling.selection import informative_group_mask, plan_carry, select_groups
+from trl_variants.dynamic_sampling.selection import decide_round, informative_group_mask
 
 TOLERANCE = 1e-6  # DAPOConfig's dynamic_sampling_tolerance
 
@@ -28,12 +28,10 @@ def expected_trained(ranks, step, group_size, batch_groups, carry=True):
     scores = torch.tensor(record["rewards"])[:, 0].view(-1, group_size)
     informative = informative_group_mask(scores, TOLERANCE).tolist()
     needed = batch_groups - record["carried_groups"]
-    selection = select_groups(informative, needed, fill=True)
-    assert selection.indices == record["selected"]
-    capacity = batch_groups if carry else 0
-    assert plan_carry(informative, selection.indices, capacity).carried == record["surplus"]
+    decision = decide_round(informative, needed, fill=True, carry_capacity=batch_groups if carry else 0)
+    assert decision.trained == record["selected"] and decision.carried == record["surplus"]
     rows = record["generated"]
-    batch = [rows[group * group_size + k] for group in selection.indices for k in range(group_size)]
+    batch = [rows[group * group_size + k] for group in decision.trained for k in range(group_size)]
     if step:
         before = ranks[0]["steps"][step - 1]
         carried = [before["generated"][group * group_size + k] for group in before["surplus"] for k in range(group_size)]

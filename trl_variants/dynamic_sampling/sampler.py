@@ -39,7 +39,7 @@ from .selection import (
     PassRateTracker,
     decide_round,
     degenerate_outcomes,
-    first_round_extra_groups_after_carry,
+    first_round_extra_groups,
     groups_to_request,
     informative_group_mask,
     no_signal_warning,
@@ -187,9 +187,8 @@ class DynamicSampler:
         # Carried groups are always trained now, so none is carried twice.
         carried, self.carried = self.carried, []
         needed = batch_groups - len(carried)
-        # Equal to `first_round_extra_groups` when nothing is carried. Refills come in multiples of the number of
-        # processes, so that every process generates whole groups.
-        extra_groups = first_round_extra_groups_after_carry(
+        # Refills come in multiples of the number of processes, so that every process generates whole groups.
+        extra_groups = first_round_extra_groups(
             batch_groups, len(carried), self.pass_rate.estimate, num_processes
         )
         # Where the dataloader's groups straddle processes, each process generates its own rows of them, as in

@@ -6,7 +6,9 @@ trains only on *informative* groups and generates more prompts until the batch i
 
 The decision (`decide_round`) runs on every process alike over the step's groups in generation order, every
 process holding every group's rewards: the first `needed` informative groups are trained, then with `fill` the
-earliest degenerate ones; the earliest surplus informative groups are carried, up to the capacity.
+earliest degenerate ones; the earliest surplus informative groups are carried, up to the capacity (0 without
+carrying; with it, the next batch's number of groups, since a carried group must be trained in the very next batch
+or not at all), and the rest dropped.
 
 Options. Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
 
@@ -110,44 +112,6 @@ def groups_to_request(
     return min(cap, round_up_to_multiple(wanted, granularity))
 
 
-def first_round_extra_groups(
-    batch_groups: int, pass_rate: float | None, granularity: int
-) -> int:
-    """Groups to generate beside the dataloader's own in the first round, from earlier steps' pass rate.
-
-    Sizing the first round from what earlier steps observed means most steps fill their batch without a refill.
-    """
-    if pass_rate is None or pass_rate >= 1.0:
-        return 0
-    expected_total = groups_to_request(batch_groups, pass_rate, batch_groups, granularity)
-    return max(0, expected_total - batch_groups) // granularity * granularity
-
-
-@dataclass
-class GroupSelection:
-    """Which groups, by index in generation order, form the trained batch."""
-
-    kept: list[int]
-    filled: list[int]
-
-    @property
-    def indices(self) -> list[int]:
-        return self.kept + self.filled
-
-
-def select_groups(informative: list[bool], batch_groups: int, fill: bool) -> GroupSelection:
-    """The first `batch_groups` informative groups in generation order; surplus ones are dropped.
-
-    When there are too few and `fill` is set, the batch is completed with the earliest degenerate groups, which
-    carry no signal on the sampling metric but keep the batch's shape.
-    """
-    kept = [i for i, flag in enumerate(informative) if flag][:batch_groups]
-    filled: list[int] = []
-    if len(kept) < batch_groups and fill:
-        filled = [i for i, flag in enumerate(informative) if not flag][: batch_groups - len(kept)]
-    return GroupSelection(kept=kept, filled=filled)
-
-
 @dataclass
 class PassRateTracker:
     """Running estimate of the share of informative groups, used to size the next step's first round, and the
@@ -168,37 +132,17 @@ class PassRateTracker:
             self.estimate = self.smoothing * self.estimate + (1 - self.smoothing) * observed
 
 
-@dataclass
-class CarryPlan:
-    """Surplus informative groups (indices in generation order) carried to the next batch, and those dropped."""
-
-    carried: list[int]
-    dropped: list[int]
-
-
-def plan_carry(informative: list[bool], selected: list[int], capacity: int) -> CarryPlan:
-    """Splits the informative groups that were not selected into carried (the earliest `capacity`) and dropped.
-
-    `capacity` is 0 when carrying is off, so every surplus group counts as dropped; with carrying it is the next
-    batch's number of groups, since a carried group must be trained in the very next batch or not at all.
-    """
-    if capacity < 0:
-        raise ValueError(f"plan_carry: capacity must be >= 0, got {capacity}.")
-    chosen = set(selected)
-    surplus = [i for i, flag in enumerate(informative) if flag and i not in chosen]
-    return CarryPlan(carried=surplus[:capacity], dropped=surplus[capacity:])
-
-
-def first_round_extra_groups_after_carry(
+def first_round_extra_groups(
     batch_groups: int, carried_groups: int, pass_rate: float | None, granularity: int
 ) -> int:
-    """Groups to generate beside the dataloader's own in the first round when `carried_groups` of the
-    `batch_groups` are already filled by carried groups.
+    """Groups to generate beside the dataloader's own in the first round, from earlier steps' pass rate, when
+    `carried_groups` of the `batch_groups` are already filled by carried groups. Sizing the first round from what
+    earlier steps observed means most steps fill their batch without a refill.
 
     Only `batch_groups - carried_groups` fresh informative groups are needed. The dataloader's `batch_groups`
     prompts are generated in any case (skipping them would change which prompts the run sees), so the extra
-    groups are what the pass rate asks for beyond them, rounded down to `granularity`. With no carried group this
-    is exactly `first_round_extra_groups`. The refill margin stays: what it over-generates is carried, not lost.
+    groups are what the pass rate asks for beyond them, rounded down to `granularity`. The refill margin stays: what
+    it over-generates is carried, not lost.
     """
     if not 0 <= carried_groups <= batch_groups:
         raise ValueError(f"carried_groups must be in [0, {batch_groups}], got {carried_groups}.")
@@ -303,9 +247,12 @@ def decide_round(informative: list[bool], needed: int, fill: bool, carry_capacit
     """
     if needed < 0 or carry_capacity < 0:
         raise ValueError(f"decide_round: needed and carry_capacity must be >= 0, got {needed} and {carry_capacity}.")
-    selection = select_groups(informative, needed, fill)
-    surplus = plan_carry(informative, selection.indices, carry_capacity)
+    informative_groups = [i for i, flag in enumerate(informative) if flag]
+    degenerate_groups = [i for i, flag in enumerate(informative) if not flag]
+    kept, surplus = informative_groups[:needed], informative_groups[needed:]
+    # Degenerate groups carry no signal on the sampling metric but keep the batch's shape.
+    filled = degenerate_groups[: needed - len(kept)] if fill else []
     return RoundDecision(
-        kept=selection.kept, filled=selection.filled, carried=surplus.carried, dropped=surplus.dropped,
-        short=len(selection.indices) < needed,
+        kept=kept, filled=filled, carried=surplus[:carry_capacity], dropped=surplus[carry_capacity:],
+        short=len(kept) + len(filled) < needed,
     )  # fmt: skip
