@@ -76,7 +76,8 @@ class DAPOConfig(GRPOConfig):
         default="accuracy",
         metadata={
             "help": 'Score that decides whether a group is degenerate: "accuracy" (the first reward function that is '
-            'not the soft overlong punishment), "total" (the weighted sum of all rewards) or one reward function\'s name.'
+            'not the soft overlong punishment), "total" (the weighted sum of all rewards) or the name of one reward '
+            "function."
         },
     )
     dynamic_sampling_tolerance: float = field(
