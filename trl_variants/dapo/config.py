@@ -109,13 +109,10 @@ class DAPOConfig(GRPOConfig):
     max_rows_per_generate_call: int | None = field(
         default=None,
         metadata={
-            "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): "
-            "calls sized from the peak memory earlier calls measured, within the device's free memory; one "
-            "generation batch per process (GRPOTrainer's call) before any measurement and without memory readings "
-            "(CPU, MPS). A value cuts calls into whole groups of at most that many rows. "
-            "An out-of-memory error halves a call and retries it, "
-            "except under DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or "
-            "None."
+            "help": "Most rows one process hands transformers' generate in one call, in whole groups (not vLLM). None "
+            "(default): sized from the peak memory earlier calls measured; one generation batch per process before "
+            "any measurement and on CPU or MPS. An out-of-memory error halves a call and retries it, except under "
+            "DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or None."
         },
     )
 
@@ -157,7 +154,7 @@ class DAPOConfig(GRPOConfig):
     skip_min_explore_probability: float = field(
         default=0.01,
         metadata={
-            "help": "Least probability with which a prompt predicted degenerate is still generated. Range: 0 < value <= 1."
+            "help": "Least probability of still generating a prompt predicted degenerate. Range: 0 < value <= 1."
         },
     )
 

@@ -5,12 +5,7 @@ normally arrives with partial skill. The warm start gives the toy policy that pa
 """
 
 import torch
-from transformers import (
-    GenerationConfig,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-)
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 
 def build_tiny_model(
