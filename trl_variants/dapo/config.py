@@ -32,8 +32,7 @@ class DAPOConfig(GRPOConfig):
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
     epsilon_high: float | None = field(
-        default=0.28,
-        metadata={"help": "Upper clip range epsilon_high (DAPO's clip-higher). Range: >= epsilon."},
+        default=0.28, metadata={"help": "Upper clip range epsilon_high (DAPO's clip-higher). Range: >= epsilon."}
     )
     loss_type: str = field(
         default="dapo",
@@ -45,8 +44,7 @@ class DAPOConfig(GRPOConfig):
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient. DAPO uses no KL term (0.0). Range: >= 0."})
     scale_rewards: str = field(
-        default="group",
-        metadata={"help": 'Advantage scaling: "group" divides by the group std, as DAPO does.'},
+        default="group", metadata={"help": 'Advantage scaling: "group" divides by the group std, as DAPO does.'}
     )
     mask_truncated_completions: bool = field(
         default=False,
@@ -81,12 +79,10 @@ class DAPOConfig(GRPOConfig):
         },
     )
     dynamic_sampling_tolerance: float = field(
-        default=1e-6,
-        metadata={"help": "A group is degenerate when max - min of its scores <= this. Range: >= 0."},
+        default=1e-6, metadata={"help": "A group is degenerate when max - min of its scores <= this. Range: >= 0."}
     )
     dynamic_sampling_max_rounds: int = field(
-        default=4,
-        metadata={"help": "Most generation rounds per generation batch, the first included. Range: >= 1."},
+        default=4, metadata={"help": "Most generation rounds per generation batch, the first included. Range: >= 1."}
     )
     dynamic_sampling_on_exhausted: str = field(
         default="fill",
@@ -128,7 +124,7 @@ class DAPOConfig(GRPOConfig):
         default="posterior",
         metadata={
             "help": 'How degenerate groups are predicted: "posterior" (a per-prompt Beta posterior of the pass '
-            "rate, Thompson sampling) or \"streak\" (consecutive degenerate visits, with adapted explore "
+            'rate, Thompson sampling) or "streak" (consecutive degenerate visits, with adapted explore '
             'probabilities p; GRESO). Range: "posterior", "streak".'
         },
     )
@@ -148,8 +144,7 @@ class DAPOConfig(GRPOConfig):
         },
     )
     skip_probability_step: float = field(
-        default=0.01,
-        metadata={"help": "How far the explore probability p moves per step. Range: 0 < value <= 1."},
+        default=0.01, metadata={"help": "How far the explore probability p moves per step. Range: 0 < value <= 1."}
     )
     skip_min_explore_probability: float = field(
         default=0.01,

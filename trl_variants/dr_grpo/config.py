@@ -25,8 +25,7 @@ class DrGRPOConfig(GRPOConfig):
         metadata={"help": 'Must be "dr_grpo": token sum over a constant normaliser (max_completion_length).'},
     )
     scale_rewards: str = field(
-        default="none",
-        metadata={"help": 'Must be "none": advantage = reward - group mean, without the std division.'},
+        default="none", metadata={"help": 'Must be "none": advantage = reward - group mean, without the std division.'}
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; Dr.GRPO's runs use 0.0. Range: >= 0."})
 

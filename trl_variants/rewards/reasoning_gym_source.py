@@ -76,10 +76,10 @@ class ReasoningGymReward:
 class ReasoningGymSource:
     """A reasoning-gym task ready for a TRL trainer.
 
-    `dataset`: columns `prompt` (a conversation: the question and the instruction as user message, after the system message if any), `question`, `answer` (the gold answer as text) and
-    `reasoning_gym_index`. `reward_func`: the `ReasoningGymReward` for it. `procedural_dataset`: the reasoning-gym
-    dataset object. `excluded`: how many generated entries were dropped because their question was in
-    `exclude_questions` (so that no evaluation question is trained on).
+    `dataset`: columns `prompt` (a conversation: any system message and worked example, then the question and the
+    instruction as user message), `question`, `answer` (the gold answer as text) and `reasoning_gym_index`.
+    `reward_func`: the `ReasoningGymReward` for it. `procedural_dataset`: the reasoning-gym dataset object.
+    `excluded`: how many generated entries were dropped because their question was in `exclude_questions`.
     """
 
     name: str
@@ -107,7 +107,7 @@ def make_procedural_dataset(task: str, config: dict | None = None, size: int = 5
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ReasoningGymError(
             f"reasoning_gym_task={task!r} is not a reasoning-gym task.{hint} reasoning-gym has {len(registry)} "
-            "tasks; list them with `python -c \"import reasoning_gym.factory as f; print(sorted(f.DATASETS))\"`."
+            'tasks; list them with `python -c "import reasoning_gym.factory as f; print(sorted(f.DATASETS))"`.'
         )
     dataset_class, config_class = registry[task]
     config = dict(config or {})
@@ -122,8 +122,7 @@ def make_procedural_dataset(task: str, config: dict | None = None, size: int = 5
     if unknown:
         allowed = [key for key in keys if key not in ("size", "seed")]
         raise ReasoningGymError(
-            f"reasoning_gym_config: {unknown} not a config key of reasoning-gym task {task!r}; its keys are "
-            f"{allowed}."
+            f"reasoning_gym_config: {unknown} not a config key of reasoning-gym task {task!r}; its keys are {allowed}."
         )
     try:
         task_config = config_class(**config, size=size, seed=seed)
@@ -234,4 +233,3 @@ def distinct_questions(source: ReasoningGymSource, limit: int) -> ReasoningGymSo
     return dataclasses.replace(
         source, dataset=source.dataset.select(keep), questions=[source.questions[i] for i in keep]
     )
-

@@ -41,9 +41,7 @@ def build_tiny_model(
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id
     )
     return model
 
