@@ -4,8 +4,8 @@ experimental and off by default: the real-model study could not show it non-infe
 degenerate", explains them.
 
 The dynamic sampler owns one and calls `replace` on the dataloader batch's gathered prompt keys, `draw` for refill
-prompts, `summaries` on each process's own scored groups, `record` once a step's summaries are gathered, and
-`state`/`save`/`load` with checkpoints. Every decision comes from gathered data and a generator seeded by the run's
+prompts, `record` with the `summaries` of every process's groups of the step, and `state`/`save`/`load` with
+checkpoints. Every decision comes from gathered data and a generator seeded by the run's
 seed and a draw counter, so every process holds the same history and takes the same decisions.
 """
 
