@@ -5,8 +5,7 @@ Refill prompts come from a source of their own, independent of the trainer's dat
 learning-rate accounting stay `GRPOTrainer`'s) and identical on every process: `RefillSampler` for a map-style
 dataset, `StreamRefill` for a `datasets.IterableDataset`, whose prompts are keyed by a hash of their content
 (`prompt_key`) and read by the main process only, then broadcast. `DatasetIndices` names dataloader rows by dataset
-index (a stream's by prompt key) when another process may have to generate them (prompt skipping, or groups
-straddling processes), recording the indices on the sampler's side so that no column is added to the rows.
+index (a stream's by prompt key) when another process may have to generate them (prompt skipping), recording the indices on the sampler's side so that no column is added to the rows.
 """
 
 import hashlib
