@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from benchmarks.allocation_study import simulate
 from trl_variants.experimental.allocation import (allocate_round, balanced_group, beta_power_mean, mixed_probability,
-                                                  plan_scores)
-from trl_variants.experimental.prompt_skipping.posterior import PRIOR, PassRatePosterior, informative_probability
+                                                  plan_scores, unseen_prompt_score)
+from trl_variants.experimental.prompt_skipping.posterior import PRIOR, informative_probability
 
 G = 8
 
@@ -87,20 +88,32 @@ def test_group_of_two():
 
 
 def test_a_round_grants_whole_plans_by_score_within_the_budget():
-    alpha, beta = [PRIOR] * 4, [PRIOR] * 4
-    #                 fresh, mixed needing 6, fresh, all wrong after 8
-    right, wrong = [0, 1, 0, 0], [0, 1, 0, 8]
-    granted = allocate_round(alpha, beta, right, wrong, budget=100, group_size=G, chunk=2, max_draws=32)
-    assert granted.tolist() == [G, 6, G, 2]
-    # A budget smaller than the prompts: the mixed prompt first (it will surely train), then the earlier fresh one;
-    # the later fresh prompt's plan does not fit, the all-wrong prompt's chunk does.
-    granted = allocate_round(alpha, beta, right, wrong, budget=6 + G + 3, group_size=G, chunk=2, max_draws=32)
-    assert granted.tolist() == [G, 6, 0, 2]
-    assert allocate_round(alpha, beta, right, wrong, budget=5, group_size=G, chunk=2, max_draws=32).tolist() == [0, 0, 0, 2]
-    assert allocate_round(alpha, beta, right, wrong, budget=0, group_size=G, chunk=2, max_draws=32).tolist() == [0] * 4
-    # min_score drops what scores below it: here everything but the mixed prompt.
-    granted = allocate_round(alpha, beta, right, wrong, budget=100, group_size=G, chunk=2, max_draws=32, min_score=0.1)
-    assert granted.tolist() == [0, 6, 0, 0]
+    # fresh; mixed, needing 6 more; fresh; half right in earlier steps but all right in this step's 8, asking for a
+    # chunk of 2 (likely to show a wrong answer soon); all wrong in this step's 8, nothing earlier (likely hopeless).
+    alpha = [PRIOR, PRIOR, PRIOR, PRIOR + 8, PRIOR]
+    beta = [PRIOR, PRIOR, PRIOR, PRIOR + 8, PRIOR]
+    right, wrong = [0, 1, 0, 8, 0], [0, 1, 0, 0, 8]
+    sizes = dict(group_size=G, chunk=2, max_draws=32)
+    assert allocate_round(alpha, beta, right, wrong, budget=100, **sizes).tolist() == [G, 6, G, 2, 0]
+    # Without the floor, the hopeless prompt gets its chunk too, last.
+    assert allocate_round(alpha, beta, right, wrong, budget=100, min_score=0.0, **sizes).tolist() == [G, 6, G, 2, 2]
+    # A budget smaller than the prompts: the mixed prompt first (it will surely train), then the half-right one, then
+    # the earlier fresh one; the later fresh prompt's plan does not fit in the 3 left, which are not spent.
+    assert allocate_round(alpha, beta, right, wrong, budget=6 + 2 + G + 3, **sizes).tolist() == [G, 6, 0, 2, 0]
+    assert allocate_round(alpha, beta, right, wrong, budget=5, **sizes).tolist() == [0, 0, 0, 2, 0]
+    assert allocate_round(alpha, beta, right, wrong, budget=0, **sizes).tolist() == [0] * 5
+    # A higher min_score drops everything below it: here all but the mixed and the half-right prompts.
+    assert allocate_round(alpha, beta, right, wrong, budget=100, min_score=0.1, **sizes).tolist() == [0, 6, 0, 2, 0]
+
+
+def test_the_default_floor_is_what_an_unseen_prompt_scores_and_unseen_prompts_pass_it():
+    for group_size in (2, 4, 8, 16):
+        floor = unseen_prompt_score(group_size)
+        plan, score = plan_scores([PRIOR], [PRIOR], [0], [0], group_size=group_size, chunk=2, max_draws=4 * group_size)
+        assert score[0] == floor and plan[0] == group_size
+        granted = allocate_round([PRIOR] * 3, [PRIOR] * 3, [0] * 3, [0] * 3, budget=10 * group_size,
+                                 group_size=group_size, chunk=2, max_draws=4 * group_size)
+        assert granted.tolist() == [group_size] * 3
 
 
 def test_history_moves_completions_to_prompts_likely_informative():
@@ -165,58 +178,29 @@ def test_bad_input_is_refused_with_one_clear_line(call, message):
     assert "\n" not in str(raised.value)
 
 
-# The simulation: synthetic prompts with fixed true pass rates. `GRPOTrainer`'s way draws G completions for each of
-# P prompts a step; the allocation has a pool of `pool * P` candidate prompts a step, their posterior from earlier
-# steps (the package's PassRatePosterior, nothing forgotten since the rates do not move), and rounds of P * G
-# completions less what finished groups cover, until P prompts are mixed with G completions or `max_rounds`.
-# Counted: informative groups (at most P a step: a surplus would be dropped) per completion generated.
-
-
-def grpo_informative_per_completion(pass_rates, steps, prompts, rng) -> float:
-    order = rng.permutation(len(pass_rates))
-    informative = 0
-    for step in range(steps):
-        rows = order[(step * prompts + np.arange(prompts)) % len(pass_rates)]
-        right = rng.binomial(G, pass_rates[rows])
-        informative += int(((right > 0) & (right < G)).sum())
-    return informative / (steps * prompts * G)
-
-
-def allocation_informative_per_completion(pass_rates, steps, prompts, rng, pool=4, chunk=2, max_rounds=8) -> float:
-    posterior = PassRatePosterior(len(pass_rates), decay_right=1.0, decay_wrong=1.0)
-    order = rng.permutation(len(pass_rates))
-    informative = generated = 0
-    candidates = pool * prompts
-    for step in range(steps):
-        rows = order[(step * candidates + np.arange(candidates)) % len(pass_rates)]
-        alpha, beta = posterior.parameters(rows, step)
-        right, wrong = np.zeros(candidates, dtype=np.int64), np.zeros(candidates, dtype=np.int64)
-        for _ in range(max_rounds):
-            finished = int(((right > 0) & (wrong > 0) & (right + wrong >= G)).sum())
-            granted = allocate_round(alpha, beta, right, wrong, max(prompts - finished, 0) * G, G, chunk, max_draws=4 * G)
-            if finished >= prompts or granted.sum() == 0:
-                break
-            hits = rng.binomial(granted, pass_rates[rows])
-            right, wrong, generated = right + hits, wrong + granted - hits, generated + int(granted.sum())
-        informative += min(int(((right > 0) & (wrong > 0) & (right + wrong >= G)).sum()), prompts)
-        seen = right + wrong > 0
-        posterior.record(rows[seen], right[seen], (right + wrong)[seen], step)
-    return informative / generated
+# The simulation (benchmarks/allocation_study/simulate.py): synthetic prompts with fixed true pass rates, the
+# allocation run step by step against the exact yield of G completions per prompt.
 
 
 @pytest.mark.parametrize(
     ("spread", "least_ratio"),
     [
-        ("U-shaped, Beta(0.3, 0.3)", 1.2),  # most prompts near always right or always wrong, as real data sets are
-        ("uniform on [0, 1]", 0.95),  # little to gain: the allocation must not lose much either
+        ("U-shaped, Beta(0.3, 0.3), 256 prompts", 1.2),  # most prompts near always right or always wrong, as in real data
+        ("uniform on [0, 1], 256 prompts", 1.0),  # little to gain, but not nothing
+        ("100 never right, 60 always right, 96 uniform", 1.5),
     ],
 )
 def test_allocation_yields_more_informative_groups_per_completion_than_g_per_prompt(spread, least_ratio):
-    rates = {"U-shaped, Beta(0.3, 0.3)": lambda rng: rng.beta(0.3, 0.3, 256),
-             "uniform on [0, 1]": lambda rng: rng.uniform(0, 1, 256)}[spread]
-    grpo, allocation = [], []
+    ratios = []
     for seed in range(3):
-        pass_rates = rates(np.random.default_rng(100 + seed))
-        grpo.append(grpo_informative_per_completion(pass_rates, 100, 4, np.random.default_rng(seed)))
-        allocation.append(allocation_informative_per_completion(pass_rates, 100, 4, np.random.default_rng(seed)))
-    assert np.mean(allocation) > least_ratio * np.mean(grpo), (spread, grpo, allocation)
+        pass_rates = simulate.SPREADS[spread](np.random.default_rng(100 + seed))
+        allocation = simulate.allocation_informative_per_completion(pass_rates, 4, np.random.default_rng(seed), steps=100)
+        ratios.append(allocation / simulate.g_per_prompt_informative_per_completion(pass_rates))
+    assert np.mean(ratios) > least_ratio, (spread, ratios)
+
+
+def test_the_simulation_script_runs(capsys):
+    simulate.main(["--smoke"])
+    printed = capsys.readouterr().out
+    assert "python -m benchmarks.allocation_study.simulate --smoke" in printed
+    assert all(name in printed for name in simulate.SPREADS)

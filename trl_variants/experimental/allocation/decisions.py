@@ -26,16 +26,19 @@ otherwise `max(G - n, chunk)`, never past `max_draws` in all. So a fresh prompt'
 `GRPOTrainer`'s, and one that is still all right or all wrong after G draws asks for `chunk` more at a time. Its
 score is `P_mixed(plan) / plan`, the expected trained groups per completion. Each round grants whole plans in order
 of score (ties: the earlier prompt first) until the round's budget is spent, so a prompt continues only while its
-score beats the other candidates'; one scored below `min_score` gets nothing more this step.
+score beats the other candidates'; one scored below `min_score` (by default what a prompt never seen scores: the
+data set always has one) gets nothing more this step.
 
-Screening fresh prompts with fewer than G draws first was tried while designing this, in a simulation like the one
-of `tests/experimental/test_allocation.py`, and gave fewer informative groups per completion than whole groups on
-every pass-rate spread tried (docs/allocation.md), so fresh prompts get whole groups.
+A variant that first screened fresh prompts with `chunk < G` draws was tried while designing this and not kept: in
+a simulation like `benchmarks/allocation_study/simulate.py` it gave fewer informative groups per completion than
+whole first groups on every spread of pass rates tried (docs/allocation.md).
 
 Every decision is a function of the counts alone, so processes that hold the same gathered counts decide alike.
 """
 
 import numpy as np
+
+from ..prompt_skipping.posterior import PRIOR
 
 
 def _counts(function: str, **arrays) -> list[np.ndarray]:
@@ -93,14 +96,25 @@ def plan_scores(alpha, beta, right, wrong, group_size: int, chunk: int, max_draw
     return plan.astype(np.int64), score
 
 
+def unseen_prompt_score(group_size: int) -> float:
+    """The score of a prompt with no evidence (the posterior's prior, nothing drawn): `P_mixed(G) / G` under
+    `Beta(PRIOR, PRIOR)`, what a completion is expected to teach when spent on a prompt never seen."""
+    _check_sizes("unseen_prompt_score", group_size=group_size)
+    return float(mixed_probability([PRIOR], [PRIOR], [0], [0], [group_size])[0] / group_size)
+
+
 def allocate_round(alpha, beta, right, wrong, budget: int, group_size: int, chunk: int, max_draws: int,
-                   min_score: float = 0.0) -> np.ndarray:
+                   min_score: float | None = None) -> np.ndarray:
     """Completions each prompt gets this round, at most `budget` in all: its whole plan, in order of score (ties:
     lower position first); a plan that does not fit in what is left is passed over for the next prompt's. Prompts
-    scored 0 or below `min_score` get none: they are not continued this step."""
+    scored 0 or below `min_score` get none: they are not continued this step. `min_score` defaults to
+    `unseen_prompt_score(group_size)`: a prompt gets completions only while it is expected to teach at least as much
+    per completion as a prompt never seen, which the data set always has (an unseen prompt scores exactly that)."""
     if budget < 0:
         raise ValueError(f"allocate_round: budget must be >= 0, got {budget}.")
     plan, score = plan_scores(alpha, beta, right, wrong, group_size, chunk, max_draws)
+    if min_score is None:
+        min_score = unseen_prompt_score(group_size)
     granted = np.zeros(len(plan), dtype=np.int64)
     left = budget
     for prompt in np.lexsort((np.arange(len(score)), -score)):  # score descending, then position
