@@ -24,7 +24,7 @@ import argparse
 import numpy as np
 
 from benchmarks.shared.output import command_line
-from trl_variants.experimental.allocation import allocate_round
+from trl_variants.experimental.allocation import allocate_round, finished_prompts
 from trl_variants.experimental.prompt_skipping.posterior import PassRatePosterior, informative_probability
 
 G = 8
@@ -53,13 +53,13 @@ def allocation_informative_per_completion(pass_rates, prompts: int, rng, steps: 
         alpha, beta = posterior.parameters(rows, step)
         right, wrong = np.zeros(candidates, dtype=np.int64), np.zeros(candidates, dtype=np.int64)
         for _ in range(max_rounds):
-            finished = int(((right > 0) & (wrong > 0) & (right + wrong >= G)).sum())
+            finished = int(finished_prompts(right, wrong, G).sum())
             granted = allocate_round(alpha, beta, right, wrong, max(prompts - finished, 0) * G, G, chunk, 4 * G)
             if finished >= prompts or granted.sum() == 0:
                 break
             hits = rng.binomial(granted, pass_rates[rows])
             right, wrong, generated = right + hits, wrong + granted - hits, generated + int(granted.sum())
-        informative += min(int(((right > 0) & (wrong > 0) & (right + wrong >= G)).sum()), prompts)
+        informative += min(int(finished_prompts(right, wrong, G).sum()), prompts)
         seen = right + wrong > 0
         if remember:
             posterior.record(rows[seen], right[seen], (right + wrong)[seen], step)

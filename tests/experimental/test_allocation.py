@@ -8,8 +8,8 @@ import pytest
 from scipy import integrate, stats
 
 from benchmarks.allocation_study import simulate
-from trl_variants.experimental.allocation import (allocate_round, balanced_group, beta_power_mean, mixed_probability,
-                                                  plan_scores, unseen_prompt_score)
+from trl_variants.experimental.allocation import (allocate_round, balanced_group, beta_power_mean, finished_prompts,
+                                                  mixed_probability, plan_scores, unseen_prompt_score)
 from trl_variants.experimental.prompt_skipping.posterior import PRIOR, informative_probability
 
 G = 8
@@ -137,6 +137,12 @@ def test_round_never_exceeds_its_budget_and_is_deterministic():
         again = allocate_round(alpha.tolist(), beta.tolist(), right.tolist(), wrong.tolist(), budget, group_size=4,
                                chunk=2, max_draws=16)
         assert np.array_equal(granted, again)
+
+
+def test_finished_prompts_are_mixed_with_a_whole_group():
+    right, wrong = [0, 1, 1, 4, 8, 7], [0, 1, 7, 4, 0, 0]
+    assert finished_prompts(right, wrong, G).tolist() == [False, False, True, True, False, False]
+    assert finished_prompts([1, 1], [1, 0], 2).tolist() == [True, False]
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,14 @@ def allocate_round(alpha, beta, right, wrong, budget: int, group_size: int, chun
     return granted
 
 
+def finished_prompts(right, wrong, group_size: int) -> np.ndarray:
+    """Which prompts can form a trained group: mixed (a right and a wrong answer) with at least `group_size`
+    completions. They need no more completions; `balanced_group` picks their rows."""
+    _check_sizes("finished_prompts", group_size=group_size)
+    right, wrong = _counts("finished_prompts", right=right, wrong=wrong)
+    return (right > 0) & (wrong > 0) & (right + wrong >= group_size)
+
+
 def balanced_group(right, group_size: int) -> np.ndarray:
     """Positions of the `group_size` completions that form a prompt's trained group, from its completions' outcomes
     (`right`, in generation order): `min(#right, G // 2)` right ones and the rest wrong ones, topped up from the other
