@@ -3,7 +3,7 @@
     python -m benchmarks.gpu_speed.cost_model [--curve ROWS:SECONDS ... | --curve-json PATH] [--steps 4000]
 
 Pure functions but `main`. A step's generation is simulated with the package's own round sizing
-(`selection.first_round_extra_groups`, `groups_to_request`, `PassRateTracker`, `carry.plan_carry`,
+(`selection.first_round_extra_groups`, `groups_to_request`, `PassRateTracker`, `selection.decide_round`,
 `generate_calls.plan_calls`): each round's informative groups are drawn from a binomial at the workload's expected
 informative share (prompts are drawn independently, so a group is informative with that probability whatever its
 prompt), and each round goes to `generate` in the calls `plan_calls` makes of it. A call of `rows` rows costs what
@@ -24,10 +24,10 @@ import argparse
 import json
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from trl_variants.dynamic_sampling.selection import first_round_extra_groups_after_carry, plan_carry
+from trl_variants.dynamic_sampling.selection import decide_round, first_round_extra_groups
 from trl_variants.dynamic_sampling.generate_calls import plan_calls
 from trl_variants.dynamic_sampling.selection import REFILL_MARGIN, PassRateTracker, groups_to_request
 
@@ -111,7 +111,7 @@ def first_round_groups(shape: StudyShape, carried: int, estimate: float | None, 
     that `margin` times the groups still needed over the pass-rate estimate make."""
     batch = shape.batch_groups
     if margin is None:
-        return batch + first_round_extra_groups_after_carry(batch, carried, estimate, 1)
+        return batch + first_round_extra_groups(batch, carried, estimate, 1)
     needed = batch - carried
     if estimate is None or estimate >= 1 or needed == 0:
         return batch
@@ -139,10 +139,10 @@ def predict(arm: str, curve: GenerateCurve, shape: StudyShape, steps: int = 4000
             found += binomial(rng, rounds[-1], shape.informative_share)
             seen += rounds[-1]
         tracker.update(found, seen)
-        informative = [True] * found  # the order of the flags does not matter to the counts
-        kept = list(range(min(found, needed)))
-        next_carried = len(plan_carry(informative, kept, batch if ARMS[arm] else 0).carried)
-        totals["informative"] += (len(kept) + carried) * size
+        # The order of the flags does not matter to the counts.
+        decision = decide_round([True] * found, needed, fill=False, carry_capacity=batch if ARMS[arm] else 0)
+        totals["informative"] += (len(decision.kept) + carried) * size
+        next_carried = len(decision.carried)
         carried = next_carried
         for groups in rounds:
             calls, seconds = round_calls_seconds(curve, groups, shape)

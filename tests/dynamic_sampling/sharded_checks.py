@@ -5,9 +5,8 @@ import json
 import time
 from pathlib import Path
 
-from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE, CARRIED_RANK_FILE
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE, STATE_FILE
 from trl_variants.experimental.prompt_skipping.skipper import HISTORY_FILE
-from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import TEST_DEFAULTS
@@ -19,7 +18,7 @@ from .scripts.sharded_runs import (
     STEPS,
     UNEVEN_PER_DEVICE_BATCH,
 )
-from .trained_groups import expected_trained, trained
+from .trained_groups import expected_trained
 
 CHECKPOINTED = ("defaults", "resumed")
 
@@ -65,15 +64,15 @@ def check_both_ranks_trained_one_model(ranks, run: str) -> None:
 
 
 def check_the_groups_of_the_single_process_decision(ranks, run: str) -> None:
-    """Every step trained exactly the groups the single-process decision picks from every row's scores, and the
-    run's carrying and skipping acted (or, as published, never did)."""
+    """Every step trained exactly the groups the single-process decision picks from every row's scores, each rank
+    its slice of the batch in order, and the run's carrying and skipping acted (or, as published, never did)."""
     per_device = UNEVEN_PER_DEVICE_BATCH if run == "uneven" else PER_DEVICE_BATCH
     batch_groups = 2 * per_device // NUM_GENERATIONS
     steps = len(ranks[0]["steps"])
     assert steps == ranks[0]["global_step"]
     for step in range(steps):
         expected = expected_trained(ranks, step, NUM_GENERATIONS, batch_groups, carry=run != "published")
-        assert trained(ranks, step) == expected
+        assert [rank["steps"][step]["trained"] for rank in ranks] == expected
     logs = ranks[0]["logs"]
     if run == "published":
         assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
@@ -90,8 +89,7 @@ def check_the_resume_logs_the_uninterrupted_run(records, engine_files: set[str])
     included; "resumed" from it trains and logs exactly what the uninterrupted run did and ends with its weights."""
     checkpoint = Path(records["dir"]) / "defaults" / f"checkpoint-{SAVE_STEPS}"
     assert checkpoint_problems(str(checkpoint)) == []
-    carried_files = {CARRIED_FILE, *(CARRIED_RANK_FILE.format(rank=rank) for rank in range(2))}
-    assert {STATE_FILE, HISTORY_FILE, *carried_files, *engine_files} <= {path.name for path in checkpoint.iterdir()}
+    assert {STATE_FILE, HISTORY_FILE, CARRIED_FILE, *engine_files} <= {path.name for path in checkpoint.iterdir()}
     for uninterrupted, resumed in zip(records["defaults"], records["resumed"], strict=True):
         assert [step["global_step"] for step in resumed["steps"]] == list(range(SAVE_STEPS, RESUME_STEPS))
         assert resumed["steps"][0]["carried_groups"] > 0, "the checkpoint must be taken while groups are carried"
@@ -109,10 +107,10 @@ def check_the_uneven_run(first, second) -> None:
     limit = TEST_DEFAULTS["max_completion_length"]
     assert any(entry["dynamic_sampling/rounds"] > 1 for entry in first["logs"])
     for step in first["steps"]:
-        # Rank 0's own groups: all degenerate.
-        assert all(share[2] == 0 for share in step["shares"] if share[0] == 0)
+        # Rank 0's own rows all score 0, so its groups are degenerate.
+        assert all(step["rewards"][number] == [0.0] for number in step["own"])
     lengths = [
-        [len(completion) for step in rank["steps"] for _, completion in step["generated"].values()]
+        [len(step["generated"][number][1]) for step in rank["steps"] for number in step["own"]]
         for rank in (first, second)
     ]
     assert set(lengths[1]) == {limit} and min(lengths[0]) < limit

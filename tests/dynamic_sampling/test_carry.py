@@ -141,7 +141,7 @@ def carrying_run(shared_task, tmp_path, vllm: bool, **overrides):
             steps[-1].no_grad_logps_rows, no_grad_rows[-1] = no_grad_rows[-1], 0
         policy = snapshot(shared_task, trainer)
         batch = sample(inputs, trl_generate_and_score)
-        carried = [(list(r.prompt_ids), list(r.completion_ids)) for r in trainer.dynamic_sampler.carried.rows.values()]
+        carried = [(list(r.prompt_ids), list(r.completion_ids)) for group in trainer.dynamic_sampler.carried for r in group]
         steps.append(Step(policy=policy, carried_out=carried))
         return batch
 
@@ -357,7 +357,7 @@ def test_carry_off_drops_surplus_and_logs_it(shared_task, tmp_path):
     logs = [entry for entry in trainer.state.log_history if "dynamic_sampling/pass_rate" in entry]
     assert all("dynamic_sampling/carried_groups" not in entry for entry in logs)
     assert trainer._variant_settings()["dynamic sampling carries surplus groups"] is False
-    assert len(trainer.dynamic_sampler.carried) == 0 and trainer.dynamic_sampler.carried.rows == {}
+    assert trainer.dynamic_sampler.carried == []
     for entry in logs:
         informative = round(entry["dynamic_sampling/pass_rate"] * entry["dynamic_sampling/generated_groups"])
         assert entry["dynamic_sampling/dropped_informative_groups"] == informative - BATCH_GROUPS
@@ -391,16 +391,16 @@ def test_two_processes_agree_on_carrying_and_use_the_generating_policy(two_proce
         # Each rank trains its usual 8 rows.
         assert step_first["loss_rows"] == step_second["loss_rows"] == 8
     for t in range(1, 4):
-        carried = [rank["steps"][t - 1]["carried_out"] for rank in two_process_carry]
-        assert first["logs"][t]["dynamic_sampling/carried_groups"] == sum(map(len, carried)) // G
-        # A carried row lives on the process that trains it: each rank trains the rows it carried.
-        for rank, rows in zip(two_process_carry, carried, strict=True):
-            assert all(row in rank["steps"][t]["batch"] for row in rows)
+        carried = first["steps"][t - 1]["carried_out"]
+        assert second["steps"][t - 1]["carried_out"] == carried, "every rank holds every carried row"
+        assert first["logs"][t]["dynamic_sampling/carried_groups"] == len(carried) // G
+        # Carried groups open the next batch, laid out over the ranks in order.
+        assert (first["steps"][t]["batch"] + second["steps"][t]["batch"])[: len(carried)] == carried
     # Both ranks make the same no-grad log-prob forwards (collectives under ZeRO-3 or FSDP); with several updates per
     # batch, TRL's scoring pass computes old log-probs and skips carried rows where the forward counts allow.
     assert first["no_grad_logps_forwards"]["calls"] == second["no_grad_logps_forwards"]["calls"]
-    # Recording the generating log-probs: each rank scores as many rows as the rank carrying the most.
-    recorded = sum(2 * max(len(rank["steps"][t]["carried_out"]) for rank in two_process_carry) for t in range(4))
+    # Recording the generating log-probs: each rank scores half the carried rows, rounded up.
+    recorded = sum(2 * -(-len(first["steps"][t]["carried_out"]) // 2) for t in range(4))
     no_grad_rows = sum(rank["no_grad_logps_forwards"]["rows"] for rank in two_process_carry)
     if updates == 1:  # TRL computes no old log-probs
         assert no_grad_rows == recorded

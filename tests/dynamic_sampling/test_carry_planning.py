@@ -7,45 +7,36 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.selection import carry_layout_problem, first_round_extra_groups_after_carry, plan_carry
 from trl_variants.dynamic_sampling.carry import place_generating_logps, rows_to_score, scoring_rows_only
-from trl_variants.dynamic_sampling.selection import first_round_extra_groups
+from trl_variants.dynamic_sampling.selection import carry_layout_problem, decide_round, first_round_extra_groups
 
 from ..helpers import toy_config
 
 
-def test_plan_carry_keeps_the_earliest_surplus_up_to_capacity():
+def test_the_earliest_surplus_is_carried_up_to_capacity():
     informative = [True, False, True, True, False, True, True]
-    plan = plan_carry(informative, selected=[0, 2], capacity=2)
-    assert plan.carried == [3, 5] and plan.dropped == [6]
-    # Selected groups (informative or filled) are never carried; without capacity every surplus group is dropped.
-    assert plan_carry(informative, selected=[0, 1, 2], capacity=0) == type(plan)(carried=[], dropped=[3, 5, 6])
-    assert plan_carry([False, False], selected=[0, 1], capacity=4) == type(plan)(carried=[], dropped=[])
-    with pytest.raises(ValueError, match="capacity"):
-        plan_carry(informative, selected=[], capacity=-1)
-
-
-@pytest.mark.parametrize("batch_groups", [8, 64])
-@pytest.mark.parametrize("pass_rate", [None, 0.1, 0.44, 0.9, 1.0])
-@pytest.mark.parametrize("granularity", [1, 2])
-def test_first_round_sizing_without_carry_is_unchanged(batch_groups, pass_rate, granularity):
-    assert first_round_extra_groups_after_carry(batch_groups, 0, pass_rate, granularity) == first_round_extra_groups(
-        batch_groups, pass_rate, granularity
-    )
+    decision = decide_round(informative, needed=2, fill=False, carry_capacity=2)
+    assert decision.trained == [0, 2] and decision.carried == [3, 5] and decision.dropped == [6]
+    # Without capacity every surplus group is dropped; filled (degenerate) groups are never carried.
+    assert decide_round(informative, needed=2, fill=False, carry_capacity=0).dropped == [3, 5, 6]
+    filled = decide_round([False, False], needed=2, fill=True, carry_capacity=4)
+    assert filled.filled == [0, 1] and filled.carried == filled.dropped == []
+    with pytest.raises(ValueError, match="carry_capacity"):
+        decide_round(informative, needed=0, fill=False, carry_capacity=-1)
 
 
 def test_first_round_asks_only_for_the_groups_carrying_did_not_fill():
     # 64 groups at pass rate 0.44: ceil(64 / 0.44 * 1.2) = 175 in all, 111 beside the dataloader's 64.
-    assert first_round_extra_groups_after_carry(64, 0, 0.44, 1) == 111
+    assert first_round_extra_groups(64, 0, 0.44, 1) == 111
     # 20 carried: ceil(44 / 0.44 * 1.2) = 120, so 56 extra.
-    assert first_round_extra_groups_after_carry(64, 20, 0.44, 1) == 56
+    assert first_round_extra_groups(64, 20, 0.44, 1) == 56
     # The dataloader's own groups already cover what is expected: nothing extra; a full carry needs nothing.
-    assert first_round_extra_groups_after_carry(64, 40, 0.9, 1) == 0
-    assert first_round_extra_groups_after_carry(8, 8, 0.44, 1) == 0
+    assert first_round_extra_groups(64, 40, 0.9, 1) == 0
+    assert first_round_extra_groups(8, 8, 0.44, 1) == 0
     # Extra groups stay a multiple of the granularity.
-    assert first_round_extra_groups_after_carry(8, 3, 0.3, 2) % 2 == 0
+    assert first_round_extra_groups(8, 3, 0.3, 2) % 2 == 0
     with pytest.raises(ValueError, match="carried_groups"):
-        first_round_extra_groups_after_carry(8, 9, 0.44, 1)
+        first_round_extra_groups(8, 9, 0.44, 1)
 
 
 def test_carrying_needs_one_of_accumulation_and_generation_to_divide_the_other():

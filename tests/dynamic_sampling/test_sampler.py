@@ -10,7 +10,8 @@ import transformers
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.selection import GroupRef, decide_round, groups_to_request
+from trl_variants.dynamic_sampling.sampler import call_order
+from trl_variants.dynamic_sampling.selection import decide_round, groups_to_request
 
 from ..helpers import toy_config, toy_trainer
 
@@ -19,46 +20,44 @@ PACKAGE = Path(__file__).resolve().parents[2] / "trl_variants"
 MAX_PRIVATE_NAMES = 15
 
 
-# The decision, without a model: shares are `(groups, informative)` counts in generation order.
+# The decision, without a model: each generated group's informative flag, in generation order.
+
+T, F = True, False
 
 
 def test_the_first_informative_groups_are_trained_and_the_next_ones_carried():
-    # Two processes' shares of the dataloader's batch (3 groups each), then one refill share.
-    decision = decide_round([(3, 1), (3, 2), (2, 2)], needed=4, fill=False, carry_capacity=4)
+    decision = decide_round([F, T, F, T, T, F, T, T], needed=4, fill=False, carry_capacity=4)
     assert not decision.short
-    # Inside a share, informative groups are named by ordinal; the share's holder resolves them.
-    assert decision.trained == [GroupRef(0, True, 0), GroupRef(1, True, 0), GroupRef(1, True, 1), GroupRef(2, True, 0)]
-    assert decision.carried == [GroupRef(2, True, 1)]
+    assert decision.trained == decision.kept == [1, 3, 4, 6]
+    assert decision.carried == [7]
     assert decision.dropped == [] and decision.filled == []
 
 
 def test_surplus_beyond_the_carry_capacity_is_dropped_and_nothing_is_carried_without_carrying():
-    carrying = decide_round([(4, 4), (4, 4)], needed=2, fill=False, carry_capacity=2)
-    assert len(carrying.carried) == 2 and len(carrying.dropped) == 4
-    published = decide_round([(4, 4), (4, 4)], needed=2, fill=False, carry_capacity=0)
-    assert published.carried == [] and len(published.dropped) == 6
+    carrying = decide_round([T] * 8, needed=2, fill=False, carry_capacity=2)
+    assert carrying.carried == [2, 3] and carrying.dropped == [4, 5, 6, 7]
+    published = decide_round([T] * 8, needed=2, fill=False, carry_capacity=0)
+    assert published.carried == [] and published.dropped == [2, 3, 4, 5, 6, 7]
 
 
 def test_a_short_round_is_filled_with_the_earliest_degenerate_groups_only_when_asked():
-    shares = [(4, 1), (4, 0)]
-    refused = decide_round(shares, needed=3, fill=False, carry_capacity=3)
-    assert refused.short and refused.trained == [GroupRef(0, True, 0)]
-    filled = decide_round(shares, needed=3, fill=True, carry_capacity=3)
+    flags = [F, T, F, F, F]
+    refused = decide_round(flags, needed=3, fill=False, carry_capacity=3)
+    assert refused.short and refused.trained == [1]
+    filled = decide_round(flags, needed=3, fill=True, carry_capacity=3)
     assert not filled.short
-    assert filled.trained == [GroupRef(0, True, 0), GroupRef(0, False, 0), GroupRef(0, False, 1)]
-    assert filled.kept == [0] and filled.filled == [1, 2]
+    assert filled.trained == [1, 0, 2] and filled.kept == [1] and filled.filled == [0, 2]
 
 
 def test_an_asynchronous_caller_asks_for_more_prompts_until_the_batch_is_full():
     """How a caller without `GRPOTrainer` drives it: decide on what arrived, ask for more while short."""
-    arrived, needed, batch_groups, processes = [(4, 1)], 4, 4, 2
+    arrived, needed, batch_groups, processes = [T, F, F, F], 4, 4, 2
     requests = []
     while (decision := decide_round(arrived, needed, fill=False, carry_capacity=batch_groups)).short:
-        informative = sum(count for _, count in arrived)
-        generated = sum(groups for groups, _ in arrived)
-        request = groups_to_request(needed - informative, informative / generated, batch_groups, processes)
+        informative = sum(arrived)
+        request = groups_to_request(needed - informative, informative / len(arrived), batch_groups, processes)
         requests.append(request)
-        arrived.append((request, request // 2))  # half of each refill informative
+        arrived += [T, F] * (request // 2)  # half of each refill informative
     # 3 missing at a pass rate of 1/4, with the margin: 15 groups, rounded up to whole groups per process.
     assert requests == [16]
     assert len(decision.trained) == 4 and len(decision.carried) == 4 and len(decision.dropped) == 1
@@ -66,9 +65,15 @@ def test_an_asynchronous_caller_asks_for_more_prompts_until_the_batch_is_full():
 
 def test_bad_counts_are_refused_in_one_line():
     with pytest.raises(ValueError, match="decide_round: needed and carry_capacity must be >= 0, got -1 and 0"):
-        decide_round([(1, 1)], needed=-1, fill=False, carry_capacity=0)
-    with pytest.raises(ValueError, match="Share: need process >= 0 and 0 <= informative <= groups"):
-        decide_round([(1, 2)], needed=1, fill=False, carry_capacity=0)
+        decide_round([T], needed=-1, fill=False, carry_capacity=0)
+
+
+def test_call_order_gives_each_process_its_share_of_every_segment():
+    assert call_order([8], 2) == list(range(8))
+    # Process 0 generates rows 0-1 of the first segment and row 4 of the second; process 1 the rest.
+    assert call_order([4, 2], 2) == [0, 1, 4, 2, 3, 5]
+    with pytest.raises(ValueError, match="call_order: every segment must split evenly over num_processes=2"):
+        call_order([4, 3], 2)
 
 
 # The state kept off the trainer.

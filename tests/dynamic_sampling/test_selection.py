@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from trl_variants.dynamic_sampling.selection import MAX_ROUND_SIZE_FACTOR, REFILL_MARGIN, PassRateTracker, degenerate_outcomes, first_round_extra_groups, groups_to_request, informative_group_mask, select_groups
+from trl_variants.dynamic_sampling.selection import MAX_ROUND_SIZE_FACTOR, REFILL_MARGIN, PassRateTracker, decide_round, degenerate_outcomes, first_round_extra_groups, groups_to_request, informative_group_mask
 from trl_variants.dynamic_sampling.prompt_sources import RefillSampler
 
 
@@ -34,18 +34,19 @@ def test_groups_to_request_uses_pass_rate_margin_and_cap():
 
 
 def test_first_round_extra_groups_from_history():
-    assert first_round_extra_groups(8, None, 1) == 0
-    assert first_round_extra_groups(8, 1.0, 1) == 0
-    assert first_round_extra_groups(8, 0.5, 1) == math.ceil(8 / 0.5 * REFILL_MARGIN) - 8
-    assert first_round_extra_groups(8, 0.5, 3) % 3 == 0
+    assert first_round_extra_groups(8, 0, None, 1) == 0
+    assert first_round_extra_groups(8, 0, 1.0, 1) == 0
+    assert first_round_extra_groups(8, 0, 0.5, 1) == math.ceil(8 / 0.5 * REFILL_MARGIN) - 8
+    assert first_round_extra_groups(8, 0, 0.5, 3) % 3 == 0
 
 
-def test_select_groups_drops_surplus_and_fills_only_when_asked():
+def test_the_decision_drops_surplus_and_fills_only_when_asked():
     flags = [False, True, True, False, True]
-    assert select_groups(flags, 2, fill=True).indices == [1, 2]
-    short = select_groups(flags, 4, fill=True)
-    assert short.kept == [1, 2, 4] and short.filled == [0]
-    assert select_groups(flags, 4, fill=False).indices == [1, 2, 4]
+    assert decide_round(flags, 2, fill=True, carry_capacity=0).trained == [1, 2]
+    short = decide_round(flags, 4, fill=True, carry_capacity=0)
+    assert short.kept == [1, 2, 4] and short.filled == [0] and not short.short
+    refused = decide_round(flags, 4, fill=False, carry_capacity=0)
+    assert refused.trained == [1, 2, 4] and refused.short
 
 
 def test_pass_rate_tracker_smooths():

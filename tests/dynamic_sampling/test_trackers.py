@@ -5,7 +5,6 @@ file), but is not in the extra: trackio 0.43 requires pillow<13 and pulls a web 
 gradio_client), so its test runs where it is installed (`pip install trackio`) and is skipped elsewhere."""
 
 import math
-from pathlib import Path
 
 import pytest
 

@@ -51,7 +51,7 @@ def carry_run(request, shared_engine, vllm_policy, tmp_path_factory):
         policy.load_state_dict(trainer.model.state_dict())
         policies.append(policy)
         batch = sample(inputs, trl_generate_and_score)
-        carried = trainer.dynamic_sampler.carried.rows.values()
+        carried = [row for group in trainer.dynamic_sampler.carried for row in group]
         carried_out.append([(tuple(row.prompt_ids), tuple(row.completion_ids)) for row in carried])
         return batch
 

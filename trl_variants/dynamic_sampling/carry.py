@@ -27,26 +27,19 @@ would make its ratio start at 1 and hide its staleness). So:
    the loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
    (`carried_rows_in_loss`). No forward beyond TRL's own is run for the batch.
 
-Staleness. With `generate_every = steps_per_generation * num_iterations` micro-steps per generation batch, carrying
-is supported where one of `generate_every` and `gradient_accumulation_steps` divides the other
-(`carry_layout_problem`):
-- `gradient_accumulation_steps` a multiple of `generate_every` (TRL's default layout): a generation batch is
-  trained within one optimizer step, fresh rows before any update (ratio 1), a carried group at most one
-  optimizer update after it was generated;
-- `generate_every` a multiple of `gradient_accumulation_steps`, U = `generate_every / gradient_accumulation_steps`
-  updates per generation batch (where clip-higher acts): a fresh row is trained 0 to U-1 updates after it was
-  generated, a carried group U to 2U-1, i.e. at most one generation batch plus its own updates (7 against 3 at
-  U = 4).
-Elsewhere a generation batch begins partway through an optimizer step, at an offset that changes from batch to
-batch; nothing there is known to be wrong, but no test trains it, so carrying is not offered there.
+Staleness (docs/dynamic_sampling.md, "Carrying surplus groups"): carrying is supported where one of
+`gradient_accumulation_steps` and `steps_per_generation * num_iterations` divides the other
+(`selection.carry_layout_problem`); a carried group is then trained at most one generation batch (plus its own
+updates) after it was generated.
 
-Each carried row lives on the process that will train it (`placement`). A checkpoint saves the carried rows with
-everything needed to train them (ids, rewards, sampling and generating log-probs; checkpoint.py), so a resumed
-run trains exactly the groups the uninterrupted run would have.
+Every process holds every carried row. A checkpoint saves them with everything needed to train them (ids, rewards,
+sampling and generating log-probs; checkpoint.py), so a resumed run trains exactly the groups the uninterrupted run
+would have.
 """
 
 
 import torch
+from accelerate.utils import gather_object
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
 
@@ -93,16 +86,23 @@ def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list
     return [logps[i, : len(ids)].float().cpu().clone() for i, ids in enumerate(completion_ids)]
 
 
-def record_generating_logps(trainer, rows, most_rows: int, filler) -> None:
-    """Stores on each of this process's carried `rows` its log-probs under the current (generating) policy.
+def record_generating_logps(trainer, rows, filler) -> None:
+    """Stores on each carried row (every process holds all of `rows`) its log-probs under the current (generating)
+    policy. Each process computes an even share of the rows and one `gather_object` hands every process all of them.
 
-    Every process runs the same forwards (collectives stay matched under ZeRO-3): each computes `most_rows` rows,
-    the largest number of carried rows any process holds, padding its own with copies of `filler` (any local row)."""
-    if most_rows == 0:
+    Every process runs the same forwards (collectives stay matched under ZeRO-3): each computes the same number of
+    rows, padding the last share with copies of `filler` (any row)."""
+    if not rows:
         return
-    padded = list(rows) + [filler] * (most_rows - len(rows))
+    num_processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
+    share = -(-len(rows) // num_processes)
+    mine = rows[process * share : (process + 1) * share]
+    padded = mine + [filler] * (share - len(mine))
     logps = policy_logps(trainer, [row.prompt_ids for row in padded], [row.completion_ids for row in padded])
-    for row, row_logps in zip(rows, logps, strict=False):
+    logps = logps[: len(mine)]
+    if num_processes > 1:
+        logps = gather_object(logps)
+    for row, row_logps in zip(rows, logps, strict=True):
         row.generating_logps = row_logps
 
 

@@ -5,13 +5,9 @@ smallest generate-call cap an out-of-memory error taught any process (kept with 
 plain generation batch's call alike) and, with prompt skipping, the skipper's state (its arrays go to a file of
 their own, experimental/prompt_skipping).
 
-Carried groups (`dynamic_sampling_carry_surplus=True`). Each carried row lives on the process that will train it,
-so each process writes its own rows (`CARRIED_RANK_FILE`, rewards included) and the main process writes
-`CARRIED_FILE`: the number of processes and every row's process. A run resumed on the same number of processes
-restores every process's rows exactly, so it trains the groups the uninterrupted run would have, where it would
-have. Resumed on another number of processes, every process
-reads all the saved rows and keeps an even share of the groups (the next batch's plan may then move some rows); the
-carried groups must fit in the new batch.
+Carried groups (`dynamic_sampling_carry_surplus=True`): every process holds every carried row, so the main process
+writes them all to `CARRIED_FILE` (rewards and generating log-probs included), and a run resumed on any number of
+processes reads them back whole; the carried groups must fit in the new batch.
 
 Files are written with `torch.save` and read with `weights_only=True`, so a checkpoint can hold nothing but
 containers, numbers, strings and tensors.
@@ -24,25 +20,13 @@ from dataclasses import asdict
 import torch
 from transformers.utils import logging
 
-from .placement import NOWHERE, CarriedGroups, GeneratedRow, plan_carry_destinations
+from .sampler import GeneratedRow
 
 logger = logging.get_logger(__name__)
 
 STATE_FILE = "dynamic_sampling_state.json"
-# Written by the main process; lists every carried row's process (older checkpoints: and its rewards).
+# Written by the main process: every carried row, in group order.
 CARRIED_FILE = "dynamic_sampling_carried_groups.pt"
-# Written by each process: its own carried rows.
-CARRIED_RANK_FILE = "dynamic_sampling_carried_groups.rank{rank}.pt"
-
-
-def missing_rank_files(checkpoint_dir: str) -> list[str]:
-    """The per-process files `CARRIED_FILE` names that `checkpoint_dir` lacks (all of them for a file from before
-    carried rows were kept per process, which holds the rows themselves and needs none)."""
-    manifest = torch.load(os.path.join(checkpoint_dir, CARRIED_FILE), weights_only=True)
-    if not isinstance(manifest, dict):
-        return []
-    names = [CARRIED_RANK_FILE.format(rank=rank) for rank in range(manifest["num_processes"])]
-    return [name for name in names if not os.path.isfile(os.path.join(checkpoint_dir, name))]
 
 
 def save_sampler_state(sampler, checkpoint_dir: str) -> None:
@@ -85,108 +69,41 @@ def load_sampler_state(sampler, checkpoint_dir: str) -> None:
 
 
 def save_carried_groups(sampler, checkpoint_dir: str) -> None:
-    """Every process writes its carried rows; the main process writes `CARRIED_FILE`. Saved even when nothing is
-    carried, so that a carrying run's checkpoint without these files reads as incomplete. Ends with a barrier, so
-    that transformers writes `trainer_state.json` (the mark of a complete checkpoint) after every file."""
-    trainer, carried = sampler.trainer, sampler.carried
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    rank = trainer.accelerator.process_index
-    rows = [(group, row, asdict(record)) for (group, row), record in sorted(carried.rows.items())]
-    torch.save(rows, os.path.join(checkpoint_dir, CARRIED_RANK_FILE.format(rank=rank)))
-    if trainer.args.should_save:
-        manifest = {
-            "num_processes": trainer.accelerator.num_processes,
-            "group_size": trainer.num_generations,
-            "holders": carried.holders,
-        }
-        torch.save(manifest, os.path.join(checkpoint_dir, CARRIED_FILE))
-    trainer.accelerator.wait_for_everyone()
+    """The main process writes every carried row to `CARRIED_FILE`, even when none is carried, so that a carrying
+    run's checkpoint without it reads as incomplete."""
+    if sampler.trainer.args.should_save:
+        rows = [asdict(row) for group in sampler.carried for row in group]
+        torch.save(rows, os.path.join(checkpoint_dir, CARRIED_FILE))
 
 
-def load_carried_groups(trainer, checkpoint_dir: str) -> CarriedGroups:
+def load_carried_groups(trainer, checkpoint_dir: str) -> list[list[GeneratedRow]]:
     path = os.path.join(checkpoint_dir, CARRIED_FILE)
     if not os.path.isfile(path):
         logger.warning(
             f"dynamic_sampling_carry_surplus: the checkpoint {checkpoint_dir} has no carried groups "
             f"({CARRIED_FILE}); it was saved without carrying, so the resumed run starts with none carried."
         )
-        return CarriedGroups()
-    manifest = torch.load(path, weights_only=True)
+        return []
+    saved = torch.load(path, weights_only=True)
     group_size = trainer.num_generations
-    if not isinstance(manifest, dict):
-        # A checkpoint from before carried rows were kept per process: the main process saved every row, with its
-        # rewards, here.
-        return _share_of(trainer, _whole_groups(manifest, group_size, path))
-    if manifest["group_size"] != group_size:
+    if len(saved) % group_size:
         raise ValueError(
-            f"{path} holds carried groups of num_generations={manifest['group_size']}, this run has "
-            f"num_generations={group_size}; resume with the num_generations the checkpoint was saved with."
-        )
-    rank, num_processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
-    if manifest["num_processes"] == num_processes:
-        saved = torch.load(os.path.join(checkpoint_dir, CARRIED_RANK_FILE.format(rank=rank)), weights_only=True)
-        return CarriedGroups(
-            holders=[list(group) for group in manifest["holders"]],
-            rows={(group, row): _row(manifest, group, row, fields) for group, row, fields in saved},
-        )
-    rows = {}
-    for saved_rank in range(manifest["num_processes"]):
-        saved_path = os.path.join(checkpoint_dir, CARRIED_RANK_FILE.format(rank=saved_rank))
-        for group, row, fields in torch.load(saved_path, weights_only=True):
-            rows[group, row] = _row(manifest, group, row, fields)
-    groups = [[rows[group, row] for row in range(group_size)] for group in range(len(manifest["holders"]))]
-    return _share_of(trainer, groups)
-
-
-def _row(manifest: dict, group: int, row: int, fields: dict) -> GeneratedRow:
-    """A saved carried row; a checkpoint written while every process knew every row's rewards keeps them in the
-    manifest instead of the row."""
-    if manifest.get("rewards") is not None and fields.get("rewards") is None:
-        fields = {**fields, "rewards": manifest["rewards"][group * manifest["group_size"] + row]}
-    return _as_row(fields)
-
-
-def _whole_groups(rows: list[dict], group_size: int, path: str) -> list[list[dict]]:
-    if len(rows) % group_size:
-        raise ValueError(
-            f"{path} holds {len(rows)} carried rows, not whole groups of num_generations={group_size}; resume with "
+            f"{path} holds {len(saved)} carried rows, not whole groups of num_generations={group_size}; resume with "
             "the num_generations the checkpoint was saved with."
         )
+    batch_groups = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
+    batch_groups = batch_groups * trainer.accelerator.num_processes // group_size
+    if len(saved) // group_size > batch_groups:
+        raise ValueError(
+            f"The checkpoint carries {len(saved) // group_size} groups into the next batch, which holds "
+            f"{batch_groups} groups on {trainer.accelerator.num_processes} processes; resume with a generation batch "
+            "of at least as many groups."
+        )
+    rows = [_as_row(fields) for fields in saved]
     return [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
 
 
-def _share_of(trainer, groups: list[list[dict | GeneratedRow]]) -> CarriedGroups:
-    """This process's even share of carried groups saved by another number of processes."""
-    if not groups:
-        return CarriedGroups()
-    group_size = trainer.num_generations
-    rows_per_process = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
-    num_processes = trainer.accelerator.num_processes
-    batch_groups = rows_per_process * num_processes // group_size
-    if len(groups) > batch_groups:
-        raise ValueError(
-            f"The checkpoint carries {len(groups)} groups into the next batch, which holds {batch_groups} groups on "
-            f"{num_processes} processes; resume on the number of processes the checkpoint was saved with, or with "
-            "a generation batch of at least as many groups."
-        )
-    destinations = plan_carry_destinations(
-        [[NOWHERE] * group_size for _ in groups], batch_groups, rows_per_process, num_processes
-    )
-    rank = trainer.accelerator.process_index
-    return CarriedGroups(
-        holders=destinations,
-        rows={
-            (group, row): _as_row(groups[group][row])
-            for group, targets in enumerate(destinations)
-            for row, target in enumerate(targets)
-            if target == rank
-        },
-    )
-
-
-def _as_row(saved: dict | GeneratedRow) -> GeneratedRow:
-    if isinstance(saved, GeneratedRow):
-        return saved
+def _as_row(saved: dict) -> GeneratedRow:
     rewards = saved.get("rewards")
     # Checkpoints written before rows carried plain floats hold a tensor.
     return GeneratedRow(**{**saved, "rewards": rewards.tolist() if isinstance(rewards, torch.Tensor) else rewards})

@@ -4,19 +4,11 @@ A *group* is the `num_generations` completions of one prompt. It is *degenerate*
 (all right or all wrong): its group-relative advantages are zero and it carries no gradient. Dynamic sampling
 trains only on *informative* groups and generates more prompts until the batch is full of them.
 
-Shares. Phase 1 keeps every group whole on the process that generated it: a generation segment (the dataloader's
-batch, a refill round) is split over the processes in contiguous shares of whole groups, so the segment's groups in
-generation order are process 0's share, then process 1's, and so on. Each process scores only its own rows and
-knows only its own groups' informative flags. What the decision needs from the others is one count per *share*
-(a process's part of one segment): how many of its groups are informative. The share's size is known to all.
-
-The decision's rules (`select_groups`: the first `needed` informative groups in generation order, then with `fill`
-the earliest degenerate ones; `plan_carry`: the earliest surplus informative groups up to the capacity) depend on
-the order of groups only through which share each falls in: inside a share, the k-th group selected is that
-share's k-th informative (or degenerate) group. So every process applies the rules to `share_flags`, which lists
-each share's informative groups before its degenerate ones, and gets the same shares, counts and order as the rules
-would on the true flags; `group_ref` names a chosen group by share, kind and ordinal, which the holder alone
-resolves to one of its groups (`local_position`). `decide_round` applies both rules.
+The decision (`decide_round`) runs on every process alike over the step's groups in generation order, every
+process holding every group's rewards: the first `needed` informative groups are trained, then with `fill` the
+earliest degenerate ones; the earliest surplus informative groups are carried, up to the capacity (0 without
+carrying; with it, the next batch's number of groups, since a carried group must be trained in the very next batch
+or not at all), and the rest dropped.
 
 Options. Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
 
@@ -29,8 +21,7 @@ there.
 
 The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step, which
 TRL's own `reward` no longer shows under dynamic sampling: TRL measures the trained batch, which holds informative
-(mixed) groups only. Each process sums its own completions' rewards; the sums are reduced once per step with the
-other sampling metrics.
+(mixed) groups only.
 """
 
 import math
@@ -121,44 +112,6 @@ def groups_to_request(
     return min(cap, round_up_to_multiple(wanted, granularity))
 
 
-def first_round_extra_groups(
-    batch_groups: int, pass_rate: float | None, granularity: int
-) -> int:
-    """Groups to generate beside the dataloader's own in the first round, from earlier steps' pass rate.
-
-    Sizing the first round from what earlier steps observed means most steps fill their batch without a refill.
-    """
-    if pass_rate is None or pass_rate >= 1.0:
-        return 0
-    expected_total = groups_to_request(batch_groups, pass_rate, batch_groups, granularity)
-    return max(0, expected_total - batch_groups) // granularity * granularity
-
-
-@dataclass
-class GroupSelection:
-    """Which groups, by index in generation order, form the trained batch."""
-
-    kept: list[int]
-    filled: list[int]
-
-    @property
-    def indices(self) -> list[int]:
-        return self.kept + self.filled
-
-
-def select_groups(informative: list[bool], batch_groups: int, fill: bool) -> GroupSelection:
-    """The first `batch_groups` informative groups in generation order; surplus ones are dropped.
-
-    When there are too few and `fill` is set, the batch is completed with the earliest degenerate groups, which
-    carry no signal on the sampling metric but keep the batch's shape.
-    """
-    kept = [i for i, flag in enumerate(informative) if flag][:batch_groups]
-    filled: list[int] = []
-    if len(kept) < batch_groups and fill:
-        filled = [i for i, flag in enumerate(informative) if not flag][: batch_groups - len(kept)]
-    return GroupSelection(kept=kept, filled=filled)
-
-
 @dataclass
 class PassRateTracker:
     """Running estimate of the share of informative groups, used to size the next step's first round, and the
@@ -179,37 +132,17 @@ class PassRateTracker:
             self.estimate = self.smoothing * self.estimate + (1 - self.smoothing) * observed
 
 
-@dataclass
-class CarryPlan:
-    """Surplus informative groups (indices in generation order) carried to the next batch, and those dropped."""
-
-    carried: list[int]
-    dropped: list[int]
-
-
-def plan_carry(informative: list[bool], selected: list[int], capacity: int) -> CarryPlan:
-    """Splits the informative groups that were not selected into carried (the earliest `capacity`) and dropped.
-
-    `capacity` is 0 when carrying is off, so every surplus group counts as dropped; with carrying it is the next
-    batch's number of groups, since a carried group must be trained in the very next batch or not at all.
-    """
-    if capacity < 0:
-        raise ValueError(f"plan_carry: capacity must be >= 0, got {capacity}.")
-    chosen = set(selected)
-    surplus = [i for i, flag in enumerate(informative) if flag and i not in chosen]
-    return CarryPlan(carried=surplus[:capacity], dropped=surplus[capacity:])
-
-
-def first_round_extra_groups_after_carry(
+def first_round_extra_groups(
     batch_groups: int, carried_groups: int, pass_rate: float | None, granularity: int
 ) -> int:
-    """Groups to generate beside the dataloader's own in the first round when `carried_groups` of the
-    `batch_groups` are already filled by carried groups.
+    """Groups to generate beside the dataloader's own in the first round, from earlier steps' pass rate, when
+    `carried_groups` of the `batch_groups` are already filled by carried groups. Sizing the first round from what
+    earlier steps observed means most steps fill their batch without a refill.
 
     Only `batch_groups - carried_groups` fresh informative groups are needed. The dataloader's `batch_groups`
     prompts are generated in any case (skipping them would change which prompts the run sees), so the extra
-    groups are what the pass rate asks for beyond them, rounded down to `granularity`. With no carried group this
-    is exactly `first_round_extra_groups`. The refill margin stays: what it over-generates is carried, not lost.
+    groups are what the pass rate asks for beyond them, rounded down to `granularity`. The refill margin stays: what
+    it over-generates is carried, not lost.
     """
     if not 0 <= carried_groups <= batch_groups:
         raise ValueError(f"carried_groups must be in [0, {batch_groups}], got {carried_groups}.")
@@ -222,7 +155,7 @@ def first_round_extra_groups_after_carry(
 
 def carry_layout_problem(gradient_accumulation_steps: int, steps_per_generation: int, num_iterations: int):
     """`None` where carrying is supported (one of `gradient_accumulation_steps` and `steps_per_generation *
-    num_iterations` divides the other; see the module docstring for the staleness each gives), else why not."""
+    num_iterations` divides the other; docs/dynamic_sampling.md gives each layout's staleness), else why not."""
     generate_every = steps_per_generation * num_iterations
     if gradient_accumulation_steps % generate_every == 0 or generate_every % gradient_accumulation_steps == 0:
         return None
@@ -232,67 +165,6 @@ def carry_layout_problem(gradient_accumulation_steps: int, steps_per_generation:
         "generation batch would begin partway through an optimizer step, where a carried group's staleness varies "
         "from batch to batch and no test covers carrying"
     )
-
-
-@dataclass(frozen=True)
-class Share:
-    """One process's contiguous part of one generation segment: `groups` whole groups, `informative` of them
-    informative."""
-
-    process: int
-    groups: int
-    informative: int
-
-    def __post_init__(self):
-        if self.process < 0 or not 0 <= self.informative <= self.groups:
-            raise ValueError(
-                f"Share: need process >= 0 and 0 <= informative <= groups, got process={self.process}, "
-                f"groups={self.groups}, informative={self.informative}."
-            )
-
-
-@dataclass(frozen=True)
-class GroupRef:
-    """The `ordinal`-th informative (or degenerate) group of share `share`, in the holder's generation order."""
-
-    share: int
-    informative: bool
-    ordinal: int
-
-
-def share_flags(shares: list[Share]) -> list[bool]:
-    """Informative flags in share order, each share's informative groups first: equal to the true flags up to the
-    order inside each share, which the decision's rules do not depend on (see the module docstring)."""
-    return [flag for share in shares for flag in [True] * share.informative + [False] * (share.groups - share.informative)]
-
-
-def group_ref(shares: list[Share], index: int) -> GroupRef:
-    """The group at position `index` of `share_flags(shares)`."""
-    if index < 0:
-        raise ValueError(f"group_ref: index must be >= 0, got {index}.")
-    start = 0
-    for number, share in enumerate(shares):
-        if index < start + share.groups:
-            offset = index - start
-            if offset < share.informative:
-                return GroupRef(number, True, offset)
-            return GroupRef(number, False, offset - share.informative)
-        start += share.groups
-    raise ValueError(f"group_ref: index {index} is beyond the {start} groups of the shares.")
-
-
-def local_position(flags: list[bool], ref: GroupRef) -> int:
-    """Position, in its holder's share, of the group `ref` names, given the share's true informative `flags`."""
-    positions = [position for position, flag in enumerate(flags) if flag == ref.informative]
-    if ref.ordinal >= len(positions):
-        kind = "informative" if ref.informative else "degenerate"
-        raise ValueError(f"local_position: the share has {len(positions)} {kind} groups, not {ref.ordinal + 1}.")
-    return positions[ref.ordinal]
-
-
-def segment_shares(groups_per_share: int, counts: list[int]) -> list[Share]:
-    """A segment's shares from every process's informative count (process order)."""
-    return [Share(process, groups_per_share, count) for process, count in enumerate(counts)]
 
 
 CARRY_VLM_PROBLEM = (
@@ -347,42 +219,40 @@ def total_reward_sum(rewards_per_func: torch.Tensor, reward_weights: torch.Tenso
 
 @dataclass
 class RoundDecision:
-    """What a step does with its generated groups. `trained` and `carried` name groups by `GroupRef` (each resolved
-    by the process that holds it); `kept`, `filled` and `dropped` are positions in `share_flags` order. `short`: fewer
-    groups than needed could be trained (the caller raises or trains on, as `dynamic_sampling_on_exhausted` says)."""
+    """What a step does with its generated groups, as positions in generation order. `short`: fewer groups than
+    needed could be trained (the caller raises or trains on, as `dynamic_sampling_on_exhausted` says)."""
 
-    trained: list[GroupRef]
-    carried: list[GroupRef]
     kept: list[int]
     filled: list[int]
+    carried: list[int]
     dropped: list[int]
     short: bool
 
+    @property
+    def trained(self) -> list[int]:
+        return self.kept + self.filled
 
-def decide_round(shares: list[tuple[int, int]], needed: int, fill: bool, carry_capacity: int) -> RoundDecision:
-    """The keep/carry/drop decision over a step's generated groups, from each share's `(groups, informative)` counts
-    in generation order (the shares of one segment in process order; see the module docstring).
+
+def decide_round(informative: list[bool], needed: int, fill: bool, carry_capacity: int) -> RoundDecision:
+    """The keep/carry/drop decision over a step's generated groups, from their informative flags in generation order.
 
     Trained: the first `needed` informative groups, then with `fill` the earliest degenerate ones when too few are
     informative. Carried: the earliest informative groups beyond those, up to `carry_capacity` (0: carrying off;
     with carrying, the next batch's number of groups). Dropped: the informative groups left over.
 
-    Without `GRPOTrainer`: an asynchronous trainer that scores groups as they arrive calls this with the counts it
+    Without `GRPOTrainer`: an asynchronous trainer that scores groups as they arrive calls this with the flags it
     holds so far; while `short`, it asks for `groups_to_request(needed - informative, pass_rate, ...)` more prompts;
     once it is not, it trains `trained` (carried groups of the previous call first) and keeps `carried` for the
-    next batch. Every process that calls it with the same counts gets the same answer, with no collective.
+    next batch. Every process that calls it with the same flags gets the same answer, with no collective.
     """
     if needed < 0 or carry_capacity < 0:
         raise ValueError(f"decide_round: needed and carry_capacity must be >= 0, got {needed} and {carry_capacity}.")
-    parts = [Share(0, groups, informative) for groups, informative in shares]
-    flags = share_flags(parts)
-    selection = select_groups(flags, needed, fill)
-    surplus = plan_carry(flags, selection.indices, carry_capacity)
+    informative_groups = [i for i, flag in enumerate(informative) if flag]
+    degenerate_groups = [i for i, flag in enumerate(informative) if not flag]
+    kept, surplus = informative_groups[:needed], informative_groups[needed:]
+    # Degenerate groups carry no signal on the sampling metric but keep the batch's shape.
+    filled = degenerate_groups[: needed - len(kept)] if fill else []
     return RoundDecision(
-        trained=[group_ref(parts, index) for index in selection.indices],
-        carried=[group_ref(parts, index) for index in surplus.carried],
-        kept=selection.kept,
-        filled=selection.filled,
-        dropped=surplus.dropped,
-        short=len(selection.indices) < needed,
-    )
+        kept=kept, filled=filled, carried=surplus[:carry_capacity], dropped=surplus[carry_capacity:],
+        short=len(kept) + len(filled) < needed,
+    )  # fmt: skip

@@ -1,7 +1,7 @@
 """Every run-time interception of TRL in the package, in one place.
 
-Each function here replaces or wraps one thing of TRL's (an instance attribute of the trainer, of its accelerator or
-of its vLLM engine, or a module global of `trl.trainer.grpo_trainer`) for the duration of a `with` block, and puts
+Each function here replaces or wraps one thing of TRL's (an instance attribute of the trainer or of its vLLM engine)
+for the duration of a `with` block, and puts
 back what was there. Each docstring names the TRL 1.16 layout it relies on and its entry in
 `trl_variants/trl_surface/entries.py` ("Entry: ..."); on a TRL release, read the entries that
 `python -m trl_variants.trl_surface --trl-path ...` flags against the functions here naming them. Where the layout
@@ -13,8 +13,6 @@ What is not here: overrides of `GRPOTrainer` methods, which subclass methods cal
 Phase 1 (generation rounds, `sampler.py`):
 - `generate_like_trl`: TRL's `_generate_and_score_completions` run up to the end of `_generate`, with the tool loop
   recorded (`_tool_call_loop`, the tool functions of `_sync_tool_dicts`/`_async_tool_dicts`);
-- `metric_gathers_skipped`: `accelerator.gather` local for `_generate`'s completion metrics, not for generation;
-- `rewards_kept_local`: the module global `trl.trainer.grpo_trainer.gather` local for `_calculate_rewards`;
 - `extra_logs_set_aside`: `_pending_extra_logs` fresh for a round's `_calculate_rewards`;
 - `engine_awake_across_rounds`: vLLM colocate's sleep, wake-up and weight sync put off across a step's rounds.
 Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`):
@@ -26,40 +24,21 @@ Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`):
 Every step (`reliability/trainer.py`):
 - `reward_funcs_replaced`: `reward_funcs` swapped for guarded ones during one `_calculate_rewards` call.
 
-Replay of tools and environments. Phase 1 must generate exactly as `GRPOTrainer._generate_and_score_completions`
-does, which prepares the prompts before it calls `_generate`: it draws one environment instance per rollout and
-resets it (`environment_factory`), appends the observation `reset` returns to the prompt, builds each rollout's tool
-functions, and puts a row's images into its messages. `generate_like_trl` runs TRL's own method and stops it right
-after `_generate` returns, so that preparation is TRL's, unchanged, and nothing after generation (log-prob passes,
-rewards) is computed for rounds whose groups may be dropped. The environment instances stay as `reset` and the tools
-left them, so the rewards computed next see each episode once, before any later round resets the instance.
+Tools and environments (docs/dynamic_sampling.md, "Tools, environments and vision-language models"): phase 1 runs
+TRL's own prompt preparation (environment resets and observations, tool functions, images) and stops right after
+`_generate`, so each episode is reset, generated and scored once; phase 2 replays the tool loop's recorded result
+and hides the environments, so no tool runs and no environment resets twice. TRL counts tool calls per batch; a
+rollout's share is the calls of its first `max_tool_calling_iterations` assistant messages, of which those that did
+not return are failures (counted by wrapping this rollout's tool functions).
 
-Phase 2 replays the kept rows into TRL's scoring pass. Three things would otherwise happen a second time there:
-
-- tool calls: TRL's `_generate` runs its tool loop on what the rollout hook returns. The replay hands TRL the
-  completion as it was before the loop ran and replaces `_tool_call_loop`, for that pass only, by one returning the
-  loop's recorded result (final completion ids, tool mask, parsed messages, tool images) and the kept rows' share of
-  its tool-call and failure counts, so TRL logs `tools/call_frequency` and `tools/failure_frequency` over the
-  trained batch, as `GRPOTrainer` does over its own;
-- environment resets: the replay hides the environments from TRL for that pass (no instance is drawn or reset) and
-  gives each row the prompt it was generated from, observation included;
-- images are not replayed: a kept row carries its own `image`/`images` fields, from which TRL's scoring pass builds
-  the image inputs of exactly that row.
-
-TRL counts tool calls per batch, not per rollout. A rollout's share is read off the loop's result: each assistant
-message carrying tool calls was executed (and its calls counted) when the loop reached it, i.e. when it is among
-the first `max_tool_calling_iterations` assistant messages of the rollout; failures are those calls less the ones
-that returned, counted by wrapping this rollout's tool functions.
-
-Everything recorded is plain data (lists, dicts, strings, numbers, images), so a row can move between processes.
+Everything recorded is plain data (lists, dicts, strings, numbers, images), so a row can be sent to every process.
 """
 
 import copy
 import inspect
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager
 
 import torch
-import trl.trainer.grpo_trainer as trl_grpo
 from accelerate.utils import gather
 
 from .carry import (
@@ -104,9 +83,8 @@ class _Generated(BaseException):
         self.prompts, self.outputs = prompts, outputs
 
 
-def generate_like_trl(trainer, trl_generate_and_score, rows: list[dict], around_generate=nullcontext):
-    """Runs `trl_generate_and_score(rows)` (GRPOTrainer's method) up to the end of `_generate`, inside
-    `around_generate()`, and returns the prompts TRL generated from, `_generate`'s outputs and, with tools, each
+def generate_like_trl(trainer, trl_generate_and_score, rows: list[dict]):
+    """Runs `trl_generate_and_score(rows)` (GRPOTrainer's method) up to the end of `_generate` and returns the prompts TRL generated from, `_generate`'s outputs and, with tools, each
     row's `tool_rollout` record.
 
     TRL layout: `_generate_and_score_completions` prepares the prompts, then calls `self._generate(prompts)` once,
@@ -117,7 +95,7 @@ def generate_like_trl(trainer, trl_generate_and_score, rows: list[dict], around_
     tool_records = [None] * len(rows)
 
     def generate_then_stop(prompts):
-        with around_generate(), _recording_tool_loop(trainer, tool_records):
+        with _recording_tool_loop(trainer, tool_records):
             outputs = generate(prompts)
         raise _Generated(prompts, outputs)
 
@@ -188,66 +166,6 @@ def _recording_tool_loop(trainer, records: list):
 
     with instance_override(trainer, "_tool_call_loop", recording_loop):
         yield
-
-
-@contextmanager
-def metric_gathers_skipped(trainer):
-    """Within TRL's `_generate` in phase 1, `trainer.accelerator.gather` returns its input: it serves only the
-    completion metrics `_generate` computes after generating (lengths, truncation, tool calls), which phase 1
-    discards (the trained batch's are logged by phase 2). Every process skips them alike, so they cost no traffic and
-    no process waits on a gather another skipped. Generation itself keeps the real gather: it is restored inside
-    `_generate_single_turn`, `_tool_call_loop` and a user's `rollout_func`, whose collectives must match across
-    processes.
-
-    TRL layout: `_generate` calls `self.accelerator.gather` only after `rollout_func` or `_generate_single_turn` and
-    `_tool_call_loop` return, on its completion metrics; all three are read as instance attributes.
-    Entry: `GRPOTrainer._generate`."""
-    accelerator = trainer.accelerator
-    real_gather = accelerator.gather
-    skipping = [True]
-
-    def gather_unless_skipped(tensor):
-        return tensor if skipping[-1] else real_gather(tensor)
-
-    def gathering(function):
-        def call(*args, **kwargs):
-            skipping.append(False)
-            try:
-                return function(*args, **kwargs)
-            finally:
-                skipping.pop()
-
-        return call
-
-    generating = ["_generate_single_turn", "_tool_call_loop"] + (["rollout_func"] if trainer.rollout_func else [])
-    with ExitStack() as stack:
-        stack.enter_context(instance_override(accelerator, "gather", gather_unless_skipped))
-        for name in generating:
-            stack.enter_context(instance_override(trainer, name, gathering(getattr(trainer, name))))
-        yield
-
-
-@contextmanager
-def rewards_kept_local():
-    """Within `_calculate_rewards`, the module-level `gather` of `trl.trainer.grpo_trainer` returns its input, which
-    leaves each process its own rows' rewards. Every process skips it alike, so no process waits on a gather another
-    skipped.
-
-    TRL layout: `_calculate_rewards` calls the module global `gather` once, at its end, on the local rewards, and
-    nothing it calls before reads that global. Checked: the global must exist (and `_generate_call` checks that the
-    rewards come back with this process's rows only). Entries: `trl.trainer.grpo_trainer.gather`,
-    `GRPOTrainer._calculate_rewards`."""
-    if not callable(getattr(trl_grpo, "gather", None)):
-        raise RuntimeError(
-            "dynamic_sampling: trl.trainer.grpo_trainer has no module-level `gather`; this TRL version is not "
-            "supported with dynamic sampling. Set dynamic_sampling=False."
-        )
-    saved = trl_grpo.gather
-    trl_grpo.gather = lambda tensor: tensor
-    try:
-        yield
-    finally:
-        trl_grpo.gather = saved
 
 
 @contextmanager
@@ -339,7 +257,7 @@ def first_turn(row) -> tuple[list[int], list[float] | None]:
 
 @contextmanager
 def replaying_generation_and_rewards(trainer, local):
-    """For TRL's scoring pass over the kept rows `local` (`rounds.GeneratedRow`s): `rollout_func` hands back their
+    """For TRL's scoring pass over the kept rows `local` (`sampler.GeneratedRow`s): `rollout_func` hands back their
     recorded completions, `_calculate_rewards` their recorded rewards, gathered as TRL gathers its own, and the
     reward functions' extra logs recorded in phase 1 are queued as TRL queues them.
 

@@ -13,7 +13,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
-from ..dynamic_sampling.checkpoint import CARRIED_FILE, missing_rank_files
+from ..dynamic_sampling.checkpoint import CARRIED_FILE
 from ..dynamic_sampling.checkpoint import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
 from ..experimental.prompt_skipping.skipper import HISTORY_FILE as PROMPT_HISTORY_FILE
 
@@ -32,7 +32,7 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     scheduler and the RNG states, and `trainer_state.json` last. A checkpoint is complete when `trainer_state.json`
     parses, transformers' JIT-checkpoint marker is gone, and, for a run that logged dynamic-sampling metrics, the
     dynamic-sampling state is there, with the prompt history when the run logged prompt-skipping metrics and the
-    carried groups (every process's file) when it logged carrying metrics.
+    carried groups when it logged carrying metrics.
     """
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
@@ -56,10 +56,6 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     logged_carrying = any("dynamic_sampling/carried_groups" in entry for entry in state.get("log_history", []))
     if logged_carrying and not os.path.isfile(os.path.join(checkpoint_dir, CARRIED_FILE)):
         problems.append(f"{CARRIED_FILE} is missing although the run carried surplus groups")
-    elif logged_carrying:
-        problems += [
-            f"{name} is missing although the run carried surplus groups" for name in missing_rank_files(checkpoint_dir)
-        ]
     return problems
 
 

@@ -79,8 +79,9 @@ ENTRIES = (
     SurfaceEntry(
         "GRPOTrainer._calculate_rewards",
         "(inputs, prompts, completions, completion_ids_list) -> tensor (rows of every process, reward functions): "
-        "calls each of self.reward_funcs (read at call time), then one module-level `gather` of the local rewards "
-        "(trl_hooks: rewards_kept_local, replaying_generation_and_rewards, reward_funcs_replaced).",
+        "calls each of self.reward_funcs (read at call time) on this process's rows, then gathers every process's, "
+        "in process order (sampler.generate_round; trl_hooks: replaying_generation_and_rewards, "
+        "reward_funcs_replaced).",
     ),
     SurfaceEntry(
         "GRPOTrainer._compute_loss",
@@ -145,8 +146,7 @@ ENTRIES = (
         "(prompts) -> (prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, "
         "tool_images): read as an instance attribute by its caller (so an instance override intercepts it); uses "
         "self.rollout_func (dict with prompt_ids, completion_ids, logprobs, env_mask, extra keys) when set, runs "
-        "self._tool_call_loop with tools, and uses accelerator.gather only for its completion metrics (trl_hooks: "
-        "generate_like_trl, metric_gathers_skipped, replaying_generation_and_rewards).",
+        "self._tool_call_loop with tools (trl_hooks: generate_like_trl, replaying_generation_and_rewards).",
     ),
     SurfaceEntry(
         "GRPOTrainer._tool_call_loop",
@@ -166,12 +166,6 @@ ENTRIES = (
     SurfaceEntry(
         "GRPOTrainer._get_output_dir",
         "(trial) -> str: the folder holding checkpoint-* folders (DAPOTrainer._save_checkpoint writes there first).",
-    ),
-    SurfaceEntry(
-        "trl.trainer.grpo_trainer.gather",
-        "The module-level name `_calculate_rewards` calls for its final gather of the rewards (and nothing else "
-        "while rewards are computed); trl_hooks.rewards_kept_local replaces it for a call.",
-        f"{GRPO}:gather",
     ),
     SurfaceEntry(
         "trl.generation.vllm_generation.VLLMGeneration",

@@ -1,20 +1,14 @@
-"""Records, per rank and per step, what dynamic sampling generated, decided and trained, so that a test can put the
-ranks' records together and recompute the single-process decision (tests/dynamic_sampling/trained_groups.py).
+"""Records, per rank and per step, what dynamic sampling generated, decided and trained, so that a test can recompute
+the single-process decision from the rows and compare the ranks (tests/dynamic_sampling/trained_groups.py).
 
-Used by the torchrun and DeepSpeed launch scripts: `recording_steps(trainer, steps)` wraps the sampler module's
-`place_batch`, where the decision's groups are laid out over the processes, and appends one record per step.
+Used by the DeepSpeed and FSDP launch scripts: `recording_steps(trainer, steps)` wraps the sampler's `sample_batch`
+and `log_step` and the sampler module's `call_order` (which rows of a round this rank generates), and appends one
+record per step.
 """
 
 from contextlib import contextmanager
 
-import trl_variants.dynamic_sampling.sampler as sampling_trainer
-from trl_variants.dynamic_sampling.selection import local_position
-
-
-def generation_index(pool, ref) -> int:
-    """The generation-order number of one of this rank's groups."""
-    start = sum(share.groups for share in pool.shares[: ref.share])
-    return start + local_position(pool.own[ref.share].informative, ref)
+import trl_variants.dynamic_sampling.sampler as sampler_module
 
 
 def ids(row) -> list[list[int]]:
@@ -24,43 +18,53 @@ def ids(row) -> list[list[int]]:
 @contextmanager
 def recording_steps(trainer, steps: list[dict]):
     """While open, every training step of `trainer` appends to `steps` this rank's record of it."""
-    place_batch = sampling_trainer.place_batch
+    sampler = trainer.dynamic_sampler
+    sample_batch, log_step, call_order = sampler.sample_batch, sampler.log_step, sampler_module.call_order
+    rank, num_processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
+    own: list[int] = []  # generation-order numbers of the rows this rank generated in the current step
+    step: dict = {}
 
-    def recording_place_batch(carried, pool, trained, surplus, *args):
-        batch, next_carried = place_batch(carried, pool, trained, surplus, *args)
-        rank, group_size = trainer.accelerator.process_index, trainer.num_generations
+    def recording_call_order(segment_lengths, processes):
+        order = call_order(segment_lengths, processes)
+        share = len(order) // num_processes
+        offset = sum(step.get("round_rows", []))
+        own.extend(offset + number for number in order[rank * share : (rank + 1) * share])
+        step.setdefault("round_rows", []).append(len(order))
+        return order
 
-        def held_here(refs) -> dict[int, int]:
-            return {i: generation_index(pool, ref) for i, ref in enumerate(refs) if pool.holder(ref) == rank}
+    def recording_log_step(groups, scores, informative, decision, rounds, carried_groups):
+        rows = [row for group in groups for row in group]
+        step.update(
+            global_step=trainer.state.global_step,
+            # Every row of the step, in generation order, as every rank holds it; `own`: the ones this rank generated.
+            generated=[ids(row) for row in rows],
+            rewards=[list(row.rewards) for row in rows],
+            own=list(own),
+            carried_groups=carried_groups,
+            selected=decision.trained,
+            surplus=decision.carried,
+        )
+        return log_step(groups, scores, informative, decision, rounds, carried_groups)
 
-        generated, rewards = {}, {}
-        for share, own in pool.own.items():
-            start = sum(earlier.groups for earlier in pool.shares[:share])
-            for position, group in enumerate(own.groups):
-                for row_number, row in enumerate(group):
-                    number = (start + position) * group_size + row_number
-                    generated[number], rewards[number] = ids(row), list(row.rewards)
+    def recording_sample_batch(inputs, trl_generate_and_score):
+        own.clear()
+        step.clear()
+        batch = sample_batch(inputs, trl_generate_and_score)
+        step.pop("round_rows", None)
         steps.append(
             {
-                "global_step": trainer.state.global_step,
-                "shares": [[share.process, share.groups, share.informative] for share in pool.shares],
-                # This rank's own rows only, by generation-order number: no rank knows another's rewards.
-                "rewards": rewards,
-                "generated": generated,
-                "carried_groups": len(carried),
-                "carried_in": len(carried.rows),
-                # The chosen groups this rank holds: position in the decision's list -> generation-order group.
-                "selected": held_here(trained),
-                "surplus": held_here(surplus),
+                **step,
+                "carried_in": batch.carried_rows[rank],
                 "trained": [ids(row) for row in batch.local],
-                "carried_out": [ids(row) for row in next_carried.rows.values()],
-                "carried_out_rewards": [list(row.rewards) for row in next_carried.rows.values()],
+                "carried_out": [ids(row) for group in sampler.carried for row in group],
             }
         )
-        return batch, next_carried
+        return batch
 
-    sampling_trainer.place_batch = recording_place_batch
+    sampler.sample_batch, sampler.log_step = recording_sample_batch, recording_log_step
+    sampler_module.call_order = recording_call_order
     try:
         yield steps
     finally:
-        sampling_trainer.place_batch = place_batch
+        sampler.sample_batch, sampler.log_step = sample_batch, log_step
+        sampler_module.call_order = call_order

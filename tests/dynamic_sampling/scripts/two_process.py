@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import torch  # noqa: E402
 
-import trl_variants.dynamic_sampling.selection as sampling_rounds  # noqa: E402
+import trl_variants.dynamic_sampling.sampler as sampler_module  # noqa: E402
 import trl_variants.dynamic_sampling.trl_hooks as trl_hooks  # noqa: E402
 from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
     CountingEnvironment,
@@ -42,19 +42,18 @@ SPLIT_PER_DEVICE_BATCH = 6  # two processes: 12 rows, 3 groups per step, one of 
 STEPS = 3
 MAX_ROUNDS = 3
 
-# Every `select_groups` decision of this process (on the per-share flags, `selection.share_flags`), appended by the
-# wrapper below.
+# Every decision of this process (on every group's flags, in generation order), appended by the wrapper below.
 decisions: list[dict] = []
-_select_groups = sampling_rounds.select_groups
+_decide_round = sampler_module.decide_round
 
 
-def recording_select_groups(informative, batch_groups, fill):
-    selection = _select_groups(informative, batch_groups, fill)
-    decisions.append({"informative": list(informative), "kept": selection.kept, "filled": selection.filled})
-    return selection
+def recording_decide_round(informative, needed, fill, carry_capacity):
+    decision = _decide_round(informative, needed, fill, carry_capacity)
+    decisions.append({"informative": list(informative), "kept": decision.kept, "filled": decision.filled})
+    return decision
 
 
-sampling_rounds.select_groups = recording_select_groups
+sampler_module.decide_round = recording_decide_round
 
 # What phase 2 hands TRL as the batch's rewards: the gather of each rank's trained rows' rewards.
 gathered_rewards: list[list] = []

@@ -85,7 +85,7 @@ def main() -> None:
             {
                 "policy": policy,
                 "batch": [[row.prompt_ids, row.completion_ids] for row in batch.local],
-                "carried_out": [[row.prompt_ids, row.completion_ids] for row in trainer.dynamic_sampler.carried.rows.values()],
+                "carried_out": [[row.prompt_ids, row.completion_ids] for group in trainer.dynamic_sampler.carried for row in group],
                 "loss_rows": 0,
                 "carried_error": [],
                 "fresh_error": [],
