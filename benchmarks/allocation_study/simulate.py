@@ -25,7 +25,10 @@ import numpy as np
 
 from benchmarks.shared.output import command_line
 from trl_variants.experimental.allocation import allocate_round, finished_prompts
-from trl_variants.experimental.prompt_skipping.posterior import PassRatePosterior, informative_probability
+from trl_variants.experimental.prompt_skipping.posterior import (
+    PassRatePosterior,
+    informative_probability,
+)
 
 G = 8
 SPREADS = {  # a data set's true pass rates, drawn with `rng`

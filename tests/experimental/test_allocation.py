@@ -8,9 +8,19 @@ import pytest
 from scipy import integrate, stats
 
 from benchmarks.allocation_study import simulate
-from trl_variants.experimental.allocation import (allocate_round, balanced_group, beta_power_mean, finished_prompts,
-                                                  mixed_probability, plan_scores, unseen_prompt_score)
-from trl_variants.experimental.prompt_skipping.posterior import PRIOR, informative_probability
+from trl_variants.experimental.allocation import (
+    allocate_round,
+    balanced_group,
+    beta_power_mean,
+    finished_prompts,
+    mixed_probability,
+    plan_scores,
+    unseen_prompt_score,
+)
+from trl_variants.experimental.prompt_skipping.posterior import (
+    PRIOR,
+    informative_probability,
+)
 
 G = 8
 
@@ -93,7 +103,7 @@ def test_a_round_grants_whole_plans_by_score_within_the_budget():
     alpha = [PRIOR, PRIOR, PRIOR, PRIOR + 8, PRIOR]
     beta = [PRIOR, PRIOR, PRIOR, PRIOR + 8, PRIOR]
     right, wrong = [0, 1, 0, 8, 0], [0, 1, 0, 0, 8]
-    sizes = dict(group_size=G, chunk=2, max_draws=32)
+    sizes = {"group_size": G, "chunk": 2, "max_draws": 32}
     assert allocate_round(alpha, beta, right, wrong, budget=100, **sizes).tolist() == [G, 6, G, 2, 0]
     # Without the floor, the hopeless prompt gets its chunk too, last.
     assert allocate_round(alpha, beta, right, wrong, budget=100, min_score=0.0, **sizes).tolist() == [G, 6, G, 2, 2]

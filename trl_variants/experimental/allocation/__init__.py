@@ -3,8 +3,15 @@ the pure decisions in `decisions.py`. Its inputs `alpha`, `beta` are a prompt's 
 `PassRatePosterior.parameters(indices, step)` of `experimental/prompt_skipping/posterior.py`, without this step's
 counts; `right`, `wrong` are this step's counts so far."""
 
-from .decisions import (allocate_round, balanced_group, beta_power_mean, finished_prompts, mixed_probability,
-                        plan_scores, unseen_prompt_score)
+from .decisions import (
+    allocate_round,
+    balanced_group,
+    beta_power_mean,
+    finished_prompts,
+    mixed_probability,
+    plan_scores,
+    unseen_prompt_score,
+)
 
 __all__ = ["allocate_round", "balanced_group", "beta_power_mean", "finished_prompts", "mixed_probability", "plan_scores",
            "unseen_prompt_score"]
