@@ -131,7 +131,7 @@ class DynamicSampler:
         self.carried_ratio = CarriedRatioWindow()
         self.metric_index = None
         self.refill = None
-        self.skipper = None
+        self.skipper = self.allocator = None
         self.options = resolve_sampling_options(
             args.dynamic_sampling, args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus,
             args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, trainer._is_vlm,
@@ -157,9 +157,12 @@ class DynamicSampler:
 
             key_space = STREAM_KEY_SPACE if self.streaming else len(dataset)
             self.skipper = PromptSkipper(args, trainer.num_generations, self.refill, key_space, self.streaming)
-        self.indices = DatasetIndices(
-            "skip_degenerate_prompts" if self.skipper is not None else None, self.streaming, dataset
-        )
+        if args.dynamic_sampling_allocation:  # experimental/allocation: completions per prompt from a posterior
+            from ..experimental.allocation import Allocator
+
+            self.allocator = Allocator(args, trainer.num_generations, self.refill, trainer.accelerator.num_processes)
+        reason = "dynamic_sampling_allocation" if self.allocator else None
+        self.indices = DatasetIndices("skip_degenerate_prompts" if self.skipper else reason, self.streaming, dataset)
 
     @property
     def streaming(self) -> bool:
@@ -184,13 +187,6 @@ class DynamicSampler:
         # Carried groups are always trained now, so none is carried twice.
         carried, self.carried = self.carried, []
         needed = batch_groups - len(carried)
-        # Refills come in multiples of the number of processes, so that every process generates whole groups.
-        extra_groups = first_round_extra_groups(
-            batch_groups, len(carried), self.pass_rate.estimate, num_processes
-        )
-        # Where the dataloader's groups straddle processes, each process generates its own rows of them, as in
-        # `GRPOTrainer`; the gather puts every group back together.
-        segments = [first_segment, self.refill_sources(extra_groups)]
         own_by_index = self.own_rows_by_index(inputs)
 
         # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
@@ -198,12 +194,24 @@ class DynamicSampler:
         saved_metrics = copy.deepcopy(trainer._metrics["train"])
         saved_tokens_seen = trainer.state.num_input_tokens_seen
 
-        groups, scores, rounds = [], [], 0  # every process's groups, in generation order
-        while True:
-            rounds += 1
+        def run_round(segments):
             rows = self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
+            return rows, self.sampling_scores(torch.tensor([row.rewards for row in rows]))
+
+        # Refills come in multiples of the number of processes, so that every process generates whole groups.
+        # Where the dataloader's groups straddle processes, each process generates its own rows of them, as in
+        # `GRPOTrainer`; the gather puts every group back together.
+        extra_groups = 0 if self.allocator else first_round_extra_groups(
+            batch_groups, len(carried), self.pass_rate.estimate, num_processes
+        )  # fmt: skip
+        segments = [first_segment, self.refill_sources(extra_groups)]
+        groups, scores, rounds, generated = [], [], 0, []  # every process's groups and rows, in generation order
+        while self.allocator is None:
+            rounds += 1
+            rows, round_scores = run_round(segments)
+            generated += rows
             groups += [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
-            scores.append(self.sampling_scores(torch.tensor([row.rewards for row in rows])).view(-1, group_size))
+            scores.append(round_scores.view(-1, group_size))
             informative = informative_group_mask(torch.cat(scores), args.dynamic_sampling_tolerance)
             found, seen = int(informative.sum()), len(groups)
             if found >= needed or rounds >= args.dynamic_sampling_max_rounds:
@@ -212,6 +220,16 @@ class DynamicSampler:
             segments = [self.refill_sources(request)]
             if not segments[0]:  # a stream with no unread prompt left
                 break
+        if self.allocator is not None:
+            def request(missing: int, rate: float | None) -> int:  # a round's size in groups, as without allocation
+                return groups_to_request(missing, self.pass_rate.estimate if rate is None else rate, batch_groups, 1)
+
+            step, keys = trainer.state.global_step, first_segment[::group_size]
+            groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), request)
+            rewards = torch.tensor([row.rewards for group in groups for row in group])
+            scores = [self.sampling_scores(rewards).view(-1, group_size)]
+            informative = informative_group_mask(scores[0], args.dynamic_sampling_tolerance)
+            found, seen = int(informative.sum()), len(groups)
 
         trainer._metrics["train"] = saved_metrics
         trainer.state.num_input_tokens_seen = saved_tokens_seen
@@ -244,7 +262,7 @@ class DynamicSampler:
         # Recorded now, before this step's optimizer update: this is the policy that generated the rows.
         self.carried = [groups[i] for i in decision.carried]
         record_generating_logps(trainer, [row for group in self.carried for row in group], filler=local[0])
-        self.log_step(groups, torch.cat(scores), informative, decision, rounds, len(carried))
+        self.log_step(groups, generated, torch.cat(scores), informative, decision, rounds, len(carried))
         carried_per_process = [carried_rows - p * rows_per_process for p in range(num_processes)]
         return TrainedBatch(local, [min(max(count, 0), rows_per_process) for count in carried_per_process])
 
@@ -380,13 +398,13 @@ class DynamicSampler:
         total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         return total
 
-    def log_step(self, groups, scores, informative, decision, rounds: int, carried_groups: int) -> None:
+    def log_step(self, groups, generated, scores, informative, decision, rounds: int, carried_groups: int) -> None:
         """Updates the pass rate and the skipping history, warns of a run with no signal, and logs the step's
-        sampling metrics, all from every process's groups (`scores`: `(groups, G)`)."""
+        sampling metrics, all from every process's groups (`scores`: `(groups, G)`) and rows (`generated`)."""
         trainer = self.trainer
         found, seen = int(informative.sum()), len(groups)
         self.pass_rate.update(found, seen)
-        rewards = torch.tensor([row.rewards for group in groups for row in group])
+        rewards = torch.tensor([row.rewards for row in generated])
         if self.pass_rate.steps_without_signal == NO_SIGNAL_STEPS:
             values = {name: [None if math.isnan(value) else value for value in rewards[:, i].tolist()]
                       for i, name in enumerate(trainer.reward_func_names)}  # fmt: skip
@@ -394,6 +412,8 @@ class DynamicSampler:
         metrics = trainer._metrics["train"]
         if self.skipper is not None:
             self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
+        if self.allocator is not None:
+            self.allocator.log(metrics)
         all_correct, all_wrong = degenerate_outcomes(scores, informative)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))
@@ -409,7 +429,7 @@ class DynamicSampler:
             metrics["dynamic_sampling/carried_groups"].append(float(carried_groups))
         # TRL's `num_tokens` counts the trained batch only; this is the generation work the step really cost.
         metrics["dynamic_sampling/generated_tokens"].append(
-            float(sum(len(row.completion_ids) for group in groups for row in group))
+            float(sum(len(row.completion_ids) for row in generated))
         )
         # TRL's `reward` covers the trained (informative) groups only; this is what it would show without filtering.
         metrics[ALL_GROUPS_REWARD_METRIC].append(reward_sum / completions)

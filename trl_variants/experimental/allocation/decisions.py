@@ -133,6 +133,21 @@ def finished_prompts(right, wrong, group_size: int) -> np.ndarray:
     return (right > 0) & (wrong > 0) & (right + wrong >= group_size)
 
 
+def completion_outcomes(scores, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per completion of one prompt (`scores` on the sampling metric, in generation order, NaN: unscored), whether it
+    counts as right and whether it was scored, by `posterior.group_successes`' rule over all of them: when they are
+    mixed (highest - lowest > `tolerance`) a completion is right when it scores above the middle of their range,
+    otherwise all are right when their common score is > 0 and all wrong when it is <= 0."""
+    scores = np.asarray(scores, dtype=np.float64)
+    scored = ~np.isnan(scores)
+    if not scored.any():
+        return np.zeros(len(scores), dtype=bool), scored
+    highest, lowest = scores[scored].max(), scores[scored].min()
+    if scored.sum() >= 2 and highest - lowest > tolerance:
+        return scored & (np.nan_to_num(scores, nan=lowest) > (highest + lowest) / 2), scored
+    return scored & (scores[scored].mean() > 0), scored
+
+
 def balanced_group(right, group_size: int) -> np.ndarray:
     """Positions of the `group_size` completions that form a prompt's trained group, from its completions' outcomes
     (`right`, in generation order): `min(#right, G // 2)` right ones and the rest wrong ones, topped up from the other

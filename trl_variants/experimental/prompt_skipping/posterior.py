@@ -33,6 +33,14 @@ def half_life_decay(half_life_steps: float) -> float:
     return float(0.5 ** (1.0 / half_life_steps))
 
 
+def posterior_decays(memory_epochs: float, dataset_rows: int, batch_groups: int) -> tuple[float, float]:
+    """`(decay_right, decay_wrong)` for a wrong answer's evidence to halve every `memory_epochs` passes over a
+    dataset of `dataset_rows` prompts at `batch_groups` prompts a step, a right answer's `RIGHT_MEMORY_FACTOR` times
+    slower."""
+    wrong_half_life = memory_epochs * max(dataset_rows, batch_groups) / max(1, batch_groups)
+    return half_life_decay(RIGHT_MEMORY_FACTOR * wrong_half_life), half_life_decay(wrong_half_life)
+
+
 def _fade(decay: float, elapsed: np.ndarray) -> np.ndarray:
     if decay == 1.0:
         return np.ones(len(elapsed))

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
-from .posterior import RIGHT_MEMORY_FACTOR, PassRatePosterior, group_successes, half_life_decay
+from .posterior import PassRatePosterior, group_successes, posterior_decays
 from .posterior import thompson_generate_probabilities
 from .streak import INFORMATIVE, INITIAL_EXPLORE_PROBABILITY, PromptHistory, adapt_explore_probability
 from .streak import explore_probabilities, group_outcomes, pick_prompts
@@ -52,10 +52,9 @@ class PromptSkipper:
     def set_posterior_memory(self) -> None:
         """Evidence half-life in steps: `skip_memory_epochs` passes over the dataset at this run's batch."""
         rows = self.refill.rows_read if self.streaming else self.key_space
-        batch_groups = max(1, self.args.generation_batch_size // self.num_generations)
-        wrong_half_life = self.args.skip_memory_epochs * max(rows, batch_groups) / batch_groups
-        self.posterior.decay_right = half_life_decay(RIGHT_MEMORY_FACTOR * wrong_half_life)
-        self.posterior.decay_wrong = half_life_decay(wrong_half_life)
+        batch_groups = self.args.generation_batch_size // self.num_generations
+        decays = posterior_decays(self.args.skip_memory_epochs, rows, batch_groups)
+        self.posterior.decay_right, self.posterior.decay_wrong = decays
 
     def start_step(self) -> None:
         # Per step, in generation order: each group's prompt key and whether it could have been skipped.
