@@ -12,6 +12,7 @@ from trl_variants.experimental.allocation import (
     allocate_round,
     balanced_group,
     beta_power_mean,
+    completion_outcomes,
     finished_prompts,
     mixed_probability,
     plan_scores,
@@ -19,7 +20,10 @@ from trl_variants.experimental.allocation import (
 )
 from trl_variants.experimental.prompt_skipping.posterior import (
     PRIOR,
+    RIGHT_MEMORY_FACTOR,
+    group_successes,
     informative_probability,
+    posterior_decays,
 )
 
 G = 8
@@ -220,3 +224,32 @@ def test_the_simulation_script_runs(capsys):
     printed = capsys.readouterr().out
     assert "python -m benchmarks.allocation_study.simulate --smoke" in printed
     assert all(name in printed for name in simulate.SPREADS)
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [[1.0, 0.0, 0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [-1.0, 1.0, math.nan, 1.0, -1.0],
+     [0.5, 0.5, math.nan], [math.nan, math.nan], [2.0, 1.0, 1.0 + 1e-9, 0.0], [1.0, 0.99999994]],
+)
+def test_completion_outcomes_follow_the_posteriors_rule(scores):
+    """Per completion, the rule `group_successes` counts by (a prompt's completions taken as one group)."""
+    import torch
+
+    right, scored = completion_outcomes(scores, tolerance=1e-6)
+    tensor = torch.tensor([scores], dtype=torch.float64)
+    finite = tensor[~torch.isnan(tensor)]
+    informative = torch.tensor([len(finite) >= 2 and float(finite.max() - finite.min()) > 1e-6])
+    expected_right, expected_scored = group_successes(tensor, informative)
+    assert right.sum() == expected_right[0] and scored.sum() == expected_scored[0]
+    assert scored.tolist() == [not math.isnan(score) for score in scores]
+    assert not (right & ~scored).any()
+    if informative[0]:  # a mixed prompt: its right completions all score above its wrong ones
+        assert min(np.asarray(scores)[right]) > max(np.asarray(scores)[scored & ~right])
+
+
+def test_posterior_decays_halve_wrong_evidence_per_memory_and_right_evidence_slower():
+    decay_right, decay_wrong = posterior_decays(memory_epochs=2.0, dataset_rows=80, batch_groups=4)
+    # 2 passes over 80 prompts at 4 a step: wrong evidence halves in 40 steps, right evidence in 8 times as many.
+    assert decay_wrong**40 == pytest.approx(0.5) and decay_right ** (40 * RIGHT_MEMORY_FACTOR) == pytest.approx(0.5)
+    # A dataset smaller than a batch counts as one batch: one pass is one step.
+    assert posterior_decays(1.0, 2, 4)[1] == pytest.approx(0.5)
