@@ -253,3 +253,83 @@ def test_posterior_decays_halve_wrong_evidence_per_memory_and_right_evidence_slo
     assert decay_wrong**40 == pytest.approx(0.5) and decay_right ** (40 * RIGHT_MEMORY_FACTOR) == pytest.approx(0.5)
     # A dataset smaller than a batch counts as one batch: one pass is one step.
     assert posterior_decays(1.0, 2, 4)[1] == pytest.approx(0.5)
+
+
+def synthetic_allocator(num_processes: int, dataset_size: int = 40, max_rounds: int = 4):
+    """An `Allocator` over a map-style refill source, with settings as a trainer's config has them."""
+    from types import SimpleNamespace
+
+    from trl_variants.dynamic_sampling.prompt_sources import RefillSampler
+    from trl_variants.experimental.allocation import Allocator
+
+    args = SimpleNamespace(skip_memory_epochs=1.0, generation_batch_size=4 * 4, dynamic_sampling_max_rounds=max_rounds,
+                           dynamic_sampling_tolerance=1e-6)  # fmt: skip
+    return Allocator(args, 4, RefillSampler(dataset_size=dataset_size, seed=1), num_processes)
+
+
+def synthetic_round(score, rounds: list):
+    """`run_round` for the allocator without a model: one row per source, `score(key, n)` for the prompt's n-th
+    completion of the step, recorded in `rounds`."""
+    import torch
+
+    drawn: dict[int, int] = {}
+
+    def run_round(sources):
+        rounds.append(list(sources))
+        rows = []
+        for key in sources:
+            drawn[key] = drawn.get(key, 0) + 1
+            rows.append((key, drawn[key]))
+        return rows, torch.tensor([score(key, n) for key, n in rows], dtype=torch.float64)
+
+    return run_round
+
+
+def request_missing(missing: int, rate) -> int:
+    return max(missing, 0)
+
+
+@pytest.mark.parametrize("num_processes", [1, 3])
+def test_an_allocated_step_forms_groups_of_g_from_each_prompts_completions(num_processes):
+    # Prompts with an even key are right on every other completion; odd keys never right.
+    allocator, rounds = synthetic_allocator(num_processes), []
+
+    def score(key, n):
+        return float(key % 2 == 0 and n % 2 == 1)
+
+    groups, generated, used = allocator.sample([0, 1, 2, 3], 4, 0, synthetic_round(score, rounds), request_missing)
+    assert used == len(rounds) and sum(len(r) for r in rounds) == len(generated)
+    # Each round splits evenly over the processes (16 completions for 3 processes: the padding goes to a granted
+    # prompt).
+    assert all(len(sources) % num_processes == 0 for sources in rounds)
+    assert all(len(group) == 4 and len({key for key, _ in group}) == 1 for group in groups)
+    informative = [group for group in groups if len({score(*row) for row in group}) > 1]
+    assert len(informative) >= 4
+    # A balanced group: two right, two wrong.
+    assert all(sum(score(*row) for row in group) == 2 for group in informative)
+    # The posterior recorded every generated prompt once, with the completions scored.
+    generated_keys = {key for key, _ in generated}
+    assert set(np.flatnonzero(allocator.posterior.updated >= 0)) == generated_keys
+    assert allocator.posterior.right.sum() + allocator.posterior.wrong.sum() == len(generated)
+
+
+def test_a_step_of_degenerate_prompts_still_generates_a_batch_to_fill():
+    allocator, rounds = synthetic_allocator(2, max_rounds=1), []
+    # Two earlier steps taught the posterior that every prompt is wrong: most candidates score below the floor.
+    for step in range(2):
+        allocator.sample(list(range(4)), 4, step, synthetic_round(lambda key, n: 0.0, []), request_missing)
+    groups, generated, used = allocator.sample([0, 1, 2, 3], 4, 2, synthetic_round(lambda key, n: 0.0, rounds),
+                                               request_missing)  # fmt: skip
+    assert len(groups) >= 4 and all(len(group) == 4 for group in groups)
+    assert all(len(sources) % 2 == 0 for sources in rounds)
+
+
+def test_allocated_steps_are_deterministic():
+    def trace():
+        allocator, rounds = synthetic_allocator(2), []
+        for step in range(3):
+            allocator.sample([4 * step + i for i in range(4)], 4, step,
+                             synthetic_round(lambda key, n: float((key * 7 + n) % 3 == 0), rounds), request_missing)
+        return rounds, {name: array.tolist() for name, array in allocator.posterior.arrays().items()}
+
+    assert trace() == trace()
