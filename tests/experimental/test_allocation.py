@@ -318,8 +318,7 @@ def test_a_step_of_degenerate_prompts_still_generates_a_batch_to_fill():
     # Two earlier steps taught the posterior that every prompt is wrong: most candidates score below the floor.
     for step in range(2):
         allocator.sample(list(range(4)), 4, step, synthetic_round(lambda key, n: 0.0, []), request_missing)
-    groups, generated, used = allocator.sample([0, 1, 2, 3], 4, 2, synthetic_round(lambda key, n: 0.0, rounds),
-                                               request_missing)  # fmt: skip
+    groups, _, _ = allocator.sample([0, 1, 2, 3], 4, 2, synthetic_round(lambda key, n: 0.0, rounds), request_missing)
     assert len(groups) >= 4 and all(len(group) == 4 for group in groups)
     assert all(len(sources) % 2 == 0 for sources in rounds)
 

@@ -30,7 +30,8 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     """Why `checkpoint_dir` was not completely written, or `[]` when it was: it is complete when
     `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and, for a run that
     logged dynamic-sampling metrics, the dynamic-sampling state (written first) is there, with the prompt history
-    when it logged prompt-skipping metrics, the allocation posterior when it logged allocation metrics and the carried groups when it logged carrying metrics."""
+    when it logged prompt-skipping metrics, the allocation posterior when it logged allocation metrics and the
+    carried groups when it logged carrying metrics."""
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
         return [f"{TRAINER_STATE_NAME} is missing"]

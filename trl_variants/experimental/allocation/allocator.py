@@ -10,8 +10,9 @@ A step (`sample`, called by `DynamicSampler.sample_batch` in place of its own ro
    indices, drawn alike on every process), each scored with its posterior from earlier steps.
 2. Rounds: `allocate_round` grants whole plans, best score first, within a budget of `G` completions per group the
    sampler would request without allocation (`groups_to_request`: the informative groups still missing over the
-   share of generated prompts that finished, this step's or earlier steps', with its margin and cap): `G` to a prompt not generated yet this step, `CHUNK` more to one still all right or all wrong
-   while its score beats the others' and an unseen prompt's. When the grants fall short of the budget, refill
+   share of generated prompts that finished, this step's or earlier steps', with its margin and cap): `G` to a
+   prompt not generated yet this step, `CHUNK` more to one still all right or all wrong while its score beats the
+   others' and an unseen prompt's. When the grants fall short of the budget, refill
    prompts join the candidates (`CANDIDATES_PER_GROUP` per group short) and the round is allocated again. The first
    granted prompt gets up to `P - 1` more completions so that the round splits evenly over the `P` processes
    (`call_order`). Every round's rows come back gathered, so every process holds every prompt's completions and
@@ -37,7 +38,13 @@ import numpy as np
 from transformers.utils import logging
 
 from ..prompt_skipping.posterior import PassRatePosterior, posterior_decays
-from .decisions import allocate_round, balanced_group, completion_outcomes, finished_prompts, plan_scores
+from .decisions import (
+    allocate_round,
+    balanced_group,
+    completion_outcomes,
+    finished_prompts,
+    plan_scores,
+)
 
 logger = logging.get_logger(__name__)
 

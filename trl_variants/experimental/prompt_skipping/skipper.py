@@ -15,8 +15,7 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
-from .posterior import PassRatePosterior, group_successes, posterior_decays
-from .posterior import thompson_generate_probabilities
+from .posterior import PassRatePosterior, group_successes, posterior_decays, thompson_generate_probabilities
 from .streak import INFORMATIVE, INITIAL_EXPLORE_PROBABILITY, PromptHistory, adapt_explore_probability
 from .streak import explore_probabilities, group_outcomes, pick_prompts
 
