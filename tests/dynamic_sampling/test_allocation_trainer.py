@@ -59,8 +59,15 @@ def test_allocation_trains_balanced_groups_of_g_and_spends_completions_where_gro
     config = toy_config(DAPOConfig, tmp_path / "allocation", max_steps=STEPS, dynamic_sampling_allocation=True)
     trainer = toy_trainer(DAPOTrainer, config, fresh(shared_task), reward_funcs=[reward])
     steps = recording_steps(trainer)
+    batches = []
+    sample_batch = trainer.dynamic_sampler.sample_batch
+    trainer.dynamic_sampler.sample_batch = lambda *args: batches.append(sample_batch(*args)) or batches[-1]
     trainer.train()
     assert trainer.state.global_step == STEPS and len(steps) == STEPS
+    # The trained batch is the batch TRL expects: 16 rows a step, in groups of G rows of one prompt.
+    for batch in batches:
+        prompts = [row.row["prompt"] for row in batch.local]
+        assert len(prompts) == 16 and all(len(set(prompts[i : i + G])) == 1 for i in range(0, 16, G))
     logs = sampling_logs(trainer)
     dataset_prompts = trainer.train_dataset["prompt"]
 
@@ -103,7 +110,6 @@ def test_allocation_trains_balanced_groups_of_g_and_spends_completions_where_gro
         rate = PassRateReward.PASS_RATES[first_operand(dataset_prompts[key]) % 4]
         assert (posterior.right[key] == 0) if rate == 0 else (posterior.wrong[key] == 0) if rate == 1 else True
 
-    # The trained batch is the batch TRL expects: 16 rows a step in groups of G of one prompt.
     default_reward = PassRateReward()
     default = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path / "default", max_steps=STEPS),
                           fresh(shared_task), reward_funcs=[default_reward])  # fmt: skip
