@@ -221,11 +221,11 @@ class DynamicSampler:
             if not segments[0]:  # a stream with no unread prompt left
                 break
         if self.allocator is not None:
-            def request(missing: int, rate: float | None) -> int:  # a round's size in groups, as without allocation
+            def round_size(missing: int, rate: float | None) -> int:  # in groups, as without allocation
                 return groups_to_request(missing, self.pass_rate.estimate if rate is None else rate, batch_groups, 1)
 
             step, keys = trainer.state.global_step, first_segment[::group_size]
-            groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), request)
+            groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), round_size)
             rewards = torch.tensor([row.rewards for group in groups for row in group])
             scores = [self.sampling_scores(rewards).view(-1, group_size)]
             informative = informative_group_mask(scores[0], args.dynamic_sampling_tolerance)
