@@ -82,27 +82,33 @@ def run_worker(args) -> None:
     memory = RowMemory()
     # A generated row's record, and the module whose `select_groups` the step's decision calls: `placement` and
     # `selection` now, `trainer` (and `rounds`) in the versions compared before.
-    modules = [importlib.import_module(f"trl_variants.dynamic_sampling.{name}") for name in ("trainer", "placement")
+    modules = [importlib.import_module(f"trl_variants.dynamic_sampling.{name}")
+               for name in ("trainer", "placement", "sampler")
                if importlib.util.find_spec(f"trl_variants.dynamic_sampling.{name}")]  # fmt: skip
     if importlib.util.find_spec("trl_variants.dynamic_sampling.rounds"):
         modules.append(importlib.import_module("trl_variants.dynamic_sampling.rounds"))
     memory.track(next(module.GeneratedRow for module in modules if hasattr(module, "GeneratedRow")))
     traffic = Traffic(on_call=memory.sample)
     traffic.install()
-    deciding = modules[0] if hasattr(modules[0], "select_groups") else importlib.import_module(
-        "trl_variants.dynamic_sampling.selection"
+    # The decision: `select_groups` in the versions compared before, `sampler.decide_round` since the rows are
+    # gathered again (every process holds every row; the peak is sampled at the decision all the same).
+    selection = importlib.import_module("trl_variants.dynamic_sampling.selection")
+    deciding, name = next(
+        (module, function) for module, function in [(modules[0], "select_groups"), (selection, "select_groups")]
+        + [(module, "decide_round") for module in modules] if hasattr(module, function)
     )
-    select_groups = deciding.select_groups
+    decide = getattr(deciding, name)
 
-    def sampling_select_groups(*call_args, **call_kwargs):
+    def sampling_decision(*call_args, **call_kwargs):
         memory.sample()
-        return select_groups(*call_args, **call_kwargs)
+        return decide(*call_args, **call_kwargs)
 
-    deciding.select_groups = sampling_select_groups
+    setattr(deciding, name, sampling_decision)
     # Versions that gather every round's rows to every process (`gather_object(records)`): what this process sends.
     gathered = {"calls": 0, "rows": 0, "bytes": 0, "ids": 0, "logprobs": 0}
-    gathering = modules[0]  # `trainer`, whose `_generate_round` called `gather_object(records)`
-    if hasattr(gathering, "gather_object"):
+    # `trainer` (9f9d3f7's `_generate_round`) or `sampler` (`generate_round`) calls `gather_object(rows)`.
+    gathering = next((module for module in modules if hasattr(module, "gather_object")), None)
+    if gathering is not None:
         gather_object = gathering.gather_object
 
         def measuring_gather_object(objects):
