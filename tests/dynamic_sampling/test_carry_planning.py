@@ -8,6 +8,8 @@ import torch
 
 from trl_variants import DAPOConfig
 from trl_variants.dynamic_sampling.carry import place_generating_logps, rows_to_score, scoring_rows_only
+from trl_variants.dynamic_sampling.checkpoint import load_carried_groups, save_carried_groups
+from trl_variants.dynamic_sampling.sampler import GeneratedRow
 from trl_variants.dynamic_sampling.selection import carry_layout_problem, decide_round, first_round_extra_groups
 
 from ..helpers import toy_config
@@ -125,3 +127,33 @@ def test_a_layout_where_neither_divides_the_other_is_refused_only_when_carrying_
     # The default accepts the layout; the trainer then trains without carrying (tests/dynamic_sampling/test_options.py).
     assert toy_config(DAPOConfig, tmp_path, **layout).dynamic_sampling_carry_surplus is None
     assert toy_config(DAPOConfig, tmp_path, **layout, dynamic_sampling_carry_surplus=False)
+
+
+def carrying_trainer(num_processes: int, per_device_batch: int, group_size: int = 2):
+    return SimpleNamespace(
+        accelerator=SimpleNamespace(num_processes=num_processes),
+        args=SimpleNamespace(per_device_train_batch_size=per_device_batch, steps_per_generation=1, should_save=True),
+        num_generations=group_size,
+    )
+
+
+def test_carried_groups_of_a_checkpoint_are_restored_whole_on_any_number_of_processes(tmp_path):
+    """Every process holds every carried row, so the main process's one file restores them on 1, 2 or 4 processes;
+    a batch too small for them is refused in one line."""
+    rows = [
+        GeneratedRow(row={"prompt": f"p{i // 2}"}, prompt_ids=[1, i], completion_ids=[i, i + 1], tool_mask=None,
+                     logprobs=None, generating_logps=torch.tensor([-0.5, -1.0 - i]), rewards=[float(i % 2)])
+        for i in range(6)
+    ]  # fmt: skip
+    carried = [rows[0:2], rows[2:4], rows[4:6]]
+    save_carried_groups(SimpleNamespace(trainer=carrying_trainer(2, 4), carried=carried), str(tmp_path))
+    for num_processes, per_device_batch in [(1, 6), (2, 4), (4, 2)]:
+        restored = load_carried_groups(carrying_trainer(num_processes, per_device_batch), str(tmp_path))
+        assert [[(row.completion_ids, row.rewards) for row in group] for group in restored] == [
+            [(row.completion_ids, row.rewards) for row in group] for group in carried
+        ]
+        assert all(torch.equal(a.generating_logps, b.generating_logps) for a, b in zip(sum(restored, []), rows))
+    with pytest.raises(ValueError, match="carries 3 groups into the next batch, which holds 2 groups on 2 processes"):
+        load_carried_groups(carrying_trainer(2, 2), str(tmp_path))
+    with pytest.raises(ValueError, match="holds 6 carried rows, not whole groups of num_generations=4"):
+        load_carried_groups(carrying_trainer(2, 8, group_size=4), str(tmp_path))

@@ -10,8 +10,8 @@ processes in contiguous shares (`call_order`); each process generates and scores
 `_generate` and `_calculate_rewards` (so every generation backend and reward function runs as in `GRPOTrainer`),
 and one `gather_object` gives every process every row of the round. Every process then takes the decision
 (`selection.decide_round`) on the step's groups in generation order, and trains its contiguous slice of the batch,
-carried groups first. The gather costs 4.5 to 5.2 times the bytes of moving only the rows that must change process,
-a few percent of a gradient all-reduce at scale (docs/results/exchange_vs_gather).
+carried groups first. The gather costs about 6 times the bytes of moving only the rows that must change process, a
+few percent of a gradient all-reduce at scale (docs/results/collective_traffic).
 
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a dataset
 index (a prompt key for a stream), drawn alike on every process (prompt_sources.py). docs/architecture.md follows
