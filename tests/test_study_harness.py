@@ -8,6 +8,7 @@ import types
 import pytest
 
 from benchmarks.shared.outcome_probe import OutcomeProbe
+from benchmarks.shared.stats import t_interval
 from benchmarks.study_harness import analysis, budgets, problems, recorder
 from benchmarks.study_harness.study import Settings
 from trl_variants.rewards.pass_rate import PassRate
@@ -269,3 +270,113 @@ def test_the_example_arms_train_in_the_layout_and_name_the_defaults_by_value(tmp
     assert configs["dapo"][1].dynamic_sampling_carry_surplus is False
     with pytest.raises(ValueError, match="--arm 'carry_only' is not an arm of this study"):
         STUDY.trainer_and_config("carry_only", str(tmp_path), shared)
+
+
+# Tokens to reach a target, and the median's bootstrap interval.
+
+
+def test_tokens_to_reach_the_target_between_readings_is_linear_in_tokens():
+    curve = [(0, 0.30), (1_000, 0.34), (3_000, 0.44), (5_000, 0.50)]
+    # 0.40 lies 60 % of the way from 0.34 (1,000 tokens) to 0.44 (3,000 tokens).
+    assert analysis.tokens_to_reach(curve, 0.40) == pytest.approx(2_200)
+    assert analysis.tokens_to_reach(curve, 0.44) == 3_000  # exactly at a reading
+    # The first crossing counts, even when the curve falls back below the target later.
+    assert analysis.tokens_to_reach([(0, 0.3), (100, 0.5), (200, 0.2), (300, 0.6)], 0.4) == pytest.approx(50)
+
+
+def test_tokens_to_reach_a_target_never_reached_is_infinite_and_one_reached_at_step0_is_zero():
+    curve = [(0, 0.30), (1_000, 0.34), (3_000, 0.38)]
+    assert analysis.tokens_to_reach(curve, 0.39) == math.inf
+    assert analysis.tokens_to_reach(curve, 0.30) == 0.0 and analysis.tokens_to_reach(curve, 0.1) == 0.0
+    # Two readings at the same tokens (one boundary read for two budgets): no slope to interpolate on.
+    assert analysis.tokens_to_reach([(0, 0.3), (40, 0.3), (40, 0.5)], 0.4) == 40
+    with pytest.raises(ValueError, match="expected \\(tokens, score\\) points in token order"):
+        analysis.tokens_to_reach([(0, 0.3), (50, 0.4), (40, 0.5)], 0.4)
+
+
+def test_tokens_ratios_read_the_reference_at_the_budget_and_the_arm_on_its_curve():
+    # Budget 50 read at 40 (below) and 80 (above): b's seed 0 scores 0.2 + 0.4 x 0.25 = 0.3 at 50 tokens.
+    # The fixed step (step 8) is the boundary read above, so it scores the same.
+    runs = {"b": {0: record("b", 0, 0.2, 0.6, 0.6)},
+            "a": {0: record("a", 0, 0.35, 0.6, 0.6)}}
+    # a's curve: step 0 (0.1) at 0, 0.35 at 40, 0.6 at 80 (twice): 0.3 at 40 x 0.2 / 0.25 = 32 tokens.
+    assert analysis.run_curve(runs["a"][0], 0.1) == [(0, 0.1), (40, 0.35), (80, 0.6), (80, 0.6)]
+    assert analysis.tokens_ratios(runs, "a", "b", 0.1, 50) == pytest.approx([32 / 50])
+    # The reference against itself reaches its own score by the budget.
+    assert analysis.tokens_ratios(runs, "b", "b", 0.1, 50)[0] <= 1
+    runs["a"][0] = record("a", 0, 0.25, 0.28, 0.2)  # never reaches 0.3
+    assert analysis.tokens_ratios(runs, "a", "b", 0.1, 50) == [math.inf]
+
+
+def test_the_bootstrap_interval_of_the_median_is_seeded_and_takes_censored_seeds():
+    ratios = [0.5, 0.6, 0.55, 0.7, 0.8, 0.65, 0.9, 1.1, 0.45, 0.6, math.inf, 0.75, 0.5, 0.58, 0.62]
+    found = analysis.bootstrap_median(ratios)
+    assert found == analysis.bootstrap_median(ratios)  # the same resamples from the same generator seed
+    assert found.median == 0.62 and found.n == 15
+    assert found.low <= found.median <= found.high < math.inf
+    # Most seeds censored: the median and the interval's upper end are infinite.
+    assert analysis.bootstrap_median([0.5, math.inf, math.inf]).median == math.inf
+    assert analysis.bootstrap_median([0.5, math.inf, math.inf]).high == math.inf
+    # Equal values: no spread to resample.
+    assert analysis.bootstrap_median([0.7] * 5) == analysis.MedianInterval(0.7, 0.7, 0.7, 5)
+    assert analysis.bootstrap_median([]).n == 0 and analysis.bootstrap_median([]).text() == "n/a"
+    with pytest.raises(ValueError, match="bootstrap_median: resamples=0"):
+        analysis.bootstrap_median([0.5], resamples=0)
+    with pytest.raises(ValueError, match="without NaN or negatives"):
+        analysis.bootstrap_median([math.nan])
+
+
+def test_ahead_needs_the_interval_entirely_above_zero():
+    def found(differences, threshold=math.nan):
+        spec = analysis.ComparisonSpec("a - b", "a", "b", "tokens", "ahead", threshold)
+        return analysis.Comparison(spec, "greedy", tuple(differences), t_interval(differences))
+
+    ahead = found([0.02, 0.03, 0.04, 0.03, 0.02], threshold=0.02)
+    assert ahead.passes() and ahead.verdict() == "ahead"
+    # Above zero needs power at the difference as non-inferiority at margin 0 does; none planned: no power given.
+    assert ahead.realised_power() == pytest.approx(analysis.noninferiority_power(0.0, ahead.realised_sd, 5, 0.02))
+    assert math.isnan(found([0.02, 0.03, 0.04]).realised_power())
+    assert ahead.realised_threshold() == pytest.approx(analysis.smallest_margin(ahead.realised_sd, 5))
+    # Clearly behind: detection would pass, "ahead" does not.
+    behind = found([-0.02, -0.03, -0.04, -0.03, -0.02])
+    assert behind.interval.excludes_zero() and not behind.passes()
+    assert behind.verdict().startswith("not shown ahead (80 % power at ")
+    with pytest.raises(ValueError, match="test='superiority'; expected one of"):
+        analysis.ComparisonSpec("a - b", "a", "b", "tokens", "superiority", 0.0)
+
+
+# Sampled evaluation at chosen budgets only.
+
+
+def test_the_sampled_pass_rate_is_measured_at_step0_and_at_the_chosen_budgets_only():
+    assert budgets.measures_sampled((50, 100), None, "budget", 50)
+    assert budgets.measures_sampled((50, 100), None, "fixed_step")
+    assert budgets.measures_sampled((50, 100), (100,), "step0")
+    assert budgets.measures_sampled((50, 100), (100,), "budget", 100)
+    assert not budgets.measures_sampled((50, 100), (100,), "budget", 50)
+    assert not budgets.measures_sampled((50, 100), (100,), "fixed_step")
+    with pytest.raises(ValueError, match="sampled_budgets=\\(70,\\): expected None or some of the token budgets"):
+        budgets.measures_sampled((50, 100), (70,), "budget", 50)
+
+
+def test_a_run_sampling_at_its_last_budget_only_records_greedy_elsewhere(tmp_path):
+    run = Run(tmp_path, Settings(token_budgets=(50, 90), fixed_step=None, steps_per_generation=2,
+                                 sampled_budgets=(90,)))
+    run.generate(10)  # 40
+    run.steps(2)
+    run.generate(10)  # 80: passes 50, read below (greedy only)
+    run.steps(2)
+    run.generate(10)  # 120: 50 above and 90 below on boundary 80's weights, greedy once; 90's sampled
+    run.steps(2)
+    with pytest.raises(recorder.RunComplete):
+        run.generate(10)  # 90 above at boundary 120
+    assert run.calls == [(10_001, True), (10_001, True), (10_002, False), (10_002, True), (10_002, False)]
+    record = run.recorder.finish()
+    sampled = [(p["budget"], p["side"], p["sampled"] is not None) for p in record["evaluations"]]
+    assert sampled == [(50, "below", False), (50, "above", False), (90, "below", True), (90, "above", True)]
+    record["settings"] = {"token_budgets": [50, 90], "sampled_budgets": [90]}
+    assert math.isnan(analysis.at_budget(50, "sampled")(record))
+    assert analysis.budgets_measured(record["settings"], "sampled") == [90]
+    assert analysis.budgets_measured(record["settings"], "greedy") == [50, 90]
+    # The sampled mean over budgets reads the one budget that measured it: 0.10002 (below) to 0.10002 (above).
+    assert analysis.over_budgets("sampled")(record) == pytest.approx(0.10002)

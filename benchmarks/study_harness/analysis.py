@@ -1,7 +1,9 @@
 """A study's comparisons as pure functions of its result files' records: each arm's score at a token budget
 (interpolated between its readings on both sides, budgets.py) or after the fixed step, paired (same-seed)
-differences between arms with their 95 % t-interval, non-inferiority or detection, the realised spread and power,
-and generation per informative trained row. No model and no trainer.
+differences between arms with their 95 % t-interval, non-inferiority, "ahead" or detection, the realised spread and
+power, generation per informative trained row, and the tokens an arm needs to reach another arm's score (first
+crossing of its piecewise-linear curve in tokens) with a seeded bootstrap interval of their median over seeds. No
+model and no trainer.
 
 A record is one (arm, seed) result file as the runner writes it; `runs` maps arm -> seed -> record.
 """
@@ -10,6 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import optimize, stats
 
 from benchmarks.shared.stats import Interval, t_interval
@@ -19,6 +22,8 @@ from .budgets import interpolate
 TARGET_POWER = 0.8
 CONFIDENCE = 0.95
 MEASURES = ("greedy", "sampled")  # greedy accuracy and the sampled pass rate of the held-out set
+TESTS = ("non-inferiority", "ahead", "detection")
+BOOTSTRAP_RESAMPLES = 10_000
 
 
 # Power of a paired t-interval over seeds (noncentral t).
@@ -68,9 +73,18 @@ def seeds_needed(margin: float, sd: float, power: float = TARGET_POWER, most: in
 # Reading a run.
 
 def score(evaluation: dict, measure: str = "greedy") -> float:
+    """The point's `measure`; NaN where the point did not measure it (`Settings.sampled_budgets`)."""
     if measure not in MEASURES:
         raise ValueError(f"score: measure={measure!r}; expected one of {MEASURES}.")
-    return evaluation[measure]["pass_rate"]
+    measured = evaluation.get(measure)
+    return math.nan if measured is None else measured["pass_rate"]
+
+
+def budgets_measured(settings: dict, measure: str = "greedy") -> list[int]:
+    """The budgets at which a run's settings (as its record stores them) measure `measure`: every budget for greedy
+    accuracy, `sampled_budgets` (None: every budget) for the sampled pass rate."""
+    chosen = settings.get("sampled_budgets") if measure == "sampled" else None
+    return [budget for budget in settings["token_budgets"] if chosen is None or budget in chosen]
 
 
 def readings(record: dict, budget: int) -> tuple[dict, dict | None]:
@@ -93,8 +107,10 @@ def at_budget(budget: int, measure: str = "greedy"):
 
 
 def over_budgets(measure: str = "greedy"):
-    """The mean over the run's token budgets of its interpolated `measure`."""
-    return lambda record: statistics.fmean(at_budget(b, measure)(record) for b in record["settings"]["token_budgets"])
+    """The mean over the run's token budgets that measure `measure` (`budgets_measured`) of its interpolated
+    `measure`."""
+    return lambda record: statistics.fmean(at_budget(b, measure)(record)
+                                           for b in budgets_measured(record["settings"], measure))
 
 
 def at_fixed_step(measure: str = "greedy"):
@@ -123,6 +139,73 @@ def generation_per_informative_row(record: dict) -> float:
     return generated / rows if rows else math.inf
 
 
+# Tokens to reach a target.
+
+def run_curve(record: dict, step0_score: float, measure: str = "greedy") -> list[tuple[int, float]]:
+    """The run's (tokens, score) readings in token order, step 0 (`step0_score`, the shared step-0 evaluation) at 0
+    tokens first: every evaluation point at its boundary's tokens."""
+    points = sorted((point["tokens"], score(point, measure)) for point in record["evaluations"])
+    return [(0, step0_score), *points]
+
+
+def tokens_to_reach(curve, target: float) -> float:
+    """The fewest tokens at which the piecewise-linear curve through `curve`'s (tokens, score) points, in token
+    order, first reaches `target` (>= target); `math.inf` when no point reaches it (censored at the last reading)."""
+    curve = list(curve)
+    if not curve or any(b[0] < a[0] for a, b in zip(curve, curve[1:])):
+        raise ValueError(f"tokens_to_reach: curve={curve!r}; expected (tokens, score) points in token order.")
+    for index, (tokens, value) in enumerate(curve):
+        if value >= target:
+            if index == 0 or curve[index - 1][0] == tokens:
+                return float(tokens)
+            before_tokens, before = curve[index - 1]  # below target, else the loop had returned there
+            return before_tokens + (target - before) / (value - before) * (tokens - before_tokens)
+    return math.inf
+
+
+def tokens_ratios(runs: dict, arm: str, reference: str, step0_score: float, budget: int,
+                  measure: str = "greedy") -> list[float]:
+    """Per seed both arms completed, in seed order: the tokens `arm` needs to reach `reference`'s score at exactly
+    `budget` tokens (`at_budget`), over `budget`; `math.inf` where `arm`'s curve never reaches it."""
+    ratios = []
+    for seed in complete_seeds(runs, (arm, reference)):
+        target = at_budget(budget, measure)(runs[reference][seed])
+        ratios.append(tokens_to_reach(run_curve(runs[arm][seed], step0_score, measure), target) / budget)
+    return ratios
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    """The median over seeds and its bootstrap percentile interval (`math.inf` where censored values dominate)."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    def text(self, digits: int = 2) -> str:
+        if self.n == 0:
+            return "n/a"
+        return f"{self.median:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def bootstrap_median(values, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                     confidence: float = CONFIDENCE) -> MedianInterval:
+    """The median of `values` (`math.inf` allowed: a censored seed) and its percentile bootstrap interval:
+    `resamples` resamples of the values with replacement from `numpy.random.default_rng(seed)`, the medians sorted,
+    the interval from the floor((1 - confidence) / 2 x resamples)-th to the ceil((1 + confidence) / 2 x
+    resamples)-th (order statistics, so infinite medians need no arithmetic)."""
+    values = np.asarray(list(values), dtype=np.float64)
+    if resamples < 1 or not 0 < confidence < 1 or np.isnan(values).any() or (values < 0).any():
+        raise ValueError(f"bootstrap_median: resamples={resamples} (>= 1), confidence={confidence} (in (0, 1)) "
+                         "and values without NaN or negatives required.")
+    if values.size == 0:
+        return MedianInterval(math.nan, math.nan, math.nan, 0)
+    draws = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
+    medians = np.sort(np.median(values[draws], axis=1))
+    low = medians[math.floor((1 - confidence) / 2 * resamples)]
+    high = medians[math.ceil((1 + confidence) / 2 * resamples) - 1]
+    return MedianInterval(float(np.median(values)), float(low), float(high), int(values.size))
 
 
 # Comparisons.
@@ -142,7 +225,9 @@ def paired_differences(runs: dict, arm: str, other: str, summary) -> list[float]
 class ComparisonSpec:
     """One comparison fixed in advance: `arm` - `other` at equal tokens ("tokens", the mean over budgets), after the
     fixed step ("fixed_step") or in generated completions per informative row ("generation"). `test` is
-    "non-inferiority" at `threshold` (the margin) or "detection" (`threshold`: the difference it was sized for)."""
+    "non-inferiority" at `threshold` (the margin), "ahead" (the interval entirely above 0) or "detection" (the
+    interval excludes 0, in either direction); for the last two `threshold` is the difference it was sized for
+    (NaN: none was)."""
 
     name: str
     arm: str
@@ -151,6 +236,10 @@ class ComparisonSpec:
     test: str
     threshold: float
     planned_sd: float = math.nan
+
+    def __post_init__(self):
+        if self.test not in TESTS:
+            raise ValueError(f"ComparisonSpec {self.name!r}: test={self.test!r}; expected one of {TESTS}.")
 
 
 @dataclass(frozen=True)
@@ -165,11 +254,13 @@ class Comparison:
         return statistics.stdev(self.differences) if len(self.differences) >= 2 else math.nan
 
     def realised_threshold(self) -> float:
-        """The margin (non-inferiority) or difference (detection) the realised spread reaches with 80 % power."""
+        """The margin (non-inferiority) or difference (ahead, detection) the realised spread reaches with 80 %
+        power."""
         sd, seeds = self.realised_sd, len(self.differences)
         if math.isnan(sd) or sd == 0:
             return math.nan
-        return (smallest_margin if self.spec.test == "non-inferiority" else smallest_detectable)(sd, seeds)
+        # "ahead" at a true difference d needs the lower end above 0: non-inferiority's power with d for the margin.
+        return (smallest_detectable if self.spec.test == "detection" else smallest_margin)(sd, seeds)
 
     def realised_power(self) -> float:
         """The power the realised spread gives at the planned threshold at this many seeds."""
@@ -178,12 +269,17 @@ class Comparison:
             return math.nan
         if self.spec.test == "non-inferiority":
             return noninferiority_power(self.spec.threshold, sd, seeds)
+        if self.spec.test == "ahead":
+            return noninferiority_power(0.0, sd, seeds, true_difference=self.spec.threshold)
         return detection_power(self.spec.threshold, sd, seeds)
 
     def passes(self) -> bool:
-        """Non-inferiority: the interval's lower end above -threshold. Detection: the interval excludes 0."""
+        """Non-inferiority: the interval's lower end above -threshold. Ahead: above 0. Detection: the interval
+        excludes 0."""
         if self.spec.test == "non-inferiority":
             return not math.isnan(self.interval.low) and self.interval.low > -self.spec.threshold
+        if self.spec.test == "ahead":
+            return not math.isnan(self.interval.low) and self.interval.low > 0
         return self.interval.excludes_zero()
 
     def verdict(self) -> str:
@@ -192,6 +288,8 @@ class Comparison:
         if self.spec.test == "non-inferiority":
             return (f"non-inferior at {self.spec.threshold:.3f}" if self.passes()
                     else f"non-inferiority at {self.spec.threshold:.3f} not shown")
+        if self.spec.test == "ahead":
+            return "ahead" if self.passes() else f"not shown ahead (80 % power at {self.realised_threshold():.3f})"
         return "difference" if self.passes() else \
             f"no difference detected (80 % power at {self.realised_threshold():.3f})"
 

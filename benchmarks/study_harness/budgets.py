@@ -72,6 +72,18 @@ def interpolate(budget: int, below: tuple[float, float], above: tuple[float, flo
     return below_score + (above_score - below_score) * (budget - below_tokens) / (above_tokens - below_tokens)
 
 
+def measures_sampled(budgets, sampled_budgets, kind: str, budget: int | None = None) -> bool:
+    """Whether an evaluation point also measures the sampled pass rate (greedy accuracy is measured at every one):
+    step 0 always; with `sampled_budgets` None every point; else only the readings of those budgets."""
+    budgets = check_budgets(budgets)
+    if sampled_budgets is not None and not set(sampled_budgets) <= set(budgets):
+        raise ValueError(f"sampled_budgets={tuple(sampled_budgets)!r}: expected None or some of the token budgets "
+                         f"{budgets}.")
+    if kind == "step0" or sampled_budgets is None:
+        return True
+    return kind == "budget" and budget in sampled_budgets
+
+
 def point_seed(budgets, kind: str, budget_index: int = 0) -> int:
     """The generator seed of an evaluation point's sampled pass rate: step 0, then each budget in order (both of its
     sides), then the fixed step; every arm shares each point's sampling noise."""

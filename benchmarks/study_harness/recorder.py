@@ -3,8 +3,8 @@ budget (budgets.py) and after the fixed optimizer step, and writes the run's res
 
 The budget check runs inside the reward function, after the `OutcomeProbe` has counted a generation round: the
 reward is called once per round of every arm (dynamic sampling's rounds included), while the model still holds the
-boundary's weights. Each evaluation point measures greedy accuracy and a sampled pass rate with the point's own
-generator seed. `step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run
+boundary's weights. Each evaluation point measures greedy accuracy and, where `settings.sampled_budgets` says
+(`budgets.measures_sampled`; else `"sampled": null`), a sampled pass rate, with the point's own generator seed. `step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run
 inside it; with one torch thread per run, CPU time is what a run costs whatever else the machine runs.
 """
 
@@ -17,7 +17,7 @@ import time
 
 from transformers import TrainerCallback
 
-from .budgets import budgets_read, check_budgets, point_seed, readings_due
+from .budgets import budgets_read, check_budgets, measures_sampled, point_seed, readings_due
 
 
 def read_result(path: str) -> dict | None:
@@ -139,12 +139,14 @@ class BudgetRecorder(TrainerCallback):
             greedy_cpu = time.process_time() - started
             self._greedy_at = (step, greedy)
         sampled_started = time.process_time()
-        sampled = self.evaluate(self.model, seed, greedy=False)
+        sampled = None
+        if measures_sampled(self.budgets, self.settings.sampled_budgets, kind, point.get("budget")):
+            sampled = self.evaluate(self.model, seed, greedy=False)
         sampled_cpu = time.process_time() - sampled_started
         self._evaluation_cpu_in_step += time.process_time() - started
         self.record["evaluations"].append({
             "kind": kind, "step": step, **point, "seed": seed, "train_cpu_seconds": round(self.train_cpu(), 2),
-            "greedy": dataclasses.asdict(greedy), "sampled": dataclasses.asdict(sampled),
+            "greedy": dataclasses.asdict(greedy), "sampled": sampled and dataclasses.asdict(sampled),
             "greedy_cpu_seconds": round(greedy_cpu, 2), "sampled_cpu_seconds": round(sampled_cpu, 2),
         })  # fmt: skip
         self._write()

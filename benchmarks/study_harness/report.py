@@ -23,6 +23,10 @@ def load_grid(runs_dir: str) -> dict:
     return runs
 
 
+def score_text(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"  # NaN: the reading did not measure it
+
+
 def run_rows(study, runs: dict) -> list[list[str]]:
     rows = []
     for seed in study.seeds:
@@ -34,9 +38,9 @@ def run_rows(study, runs: dict) -> list[list[str]]:
             sides = [analysis.readings(record, budget) for budget in budgets]
             read = " / ".join(f"{below['tokens']:,}-{'' if above is None else format(above['tokens'], ',')}"
                               for below, above in sides)
-            scores = [f"{analysis.at_budget(budget, measure)(record):.3f}" for budget in budgets
+            scores = [score_text(analysis.at_budget(budget, measure)(record)) for budget in budgets
                       for measure in analysis.MEASURES]
-            fixed = [f"{analysis.at_fixed_step(measure)(record):.3f}" for measure in analysis.MEASURES] \
+            fixed = [score_text(analysis.at_fixed_step(measure)(record)) for measure in analysis.MEASURES] \
                 if record["settings"]["fixed_step"] else ["-", "-"]
             rows.append([f"`{arm}-seed{seed}`", read, " / ".join(scores), " / ".join(fixed), str(record["max_visits"])])
     return rows
@@ -85,13 +89,15 @@ def report(study, runs_dir: str) -> str:
     interim = len(complete) < len(study.seeds)
     lines += ["## Runs", "",
               "Each budget is read on both sides (the generation-batch boundaries below and above it) and the score "
-              "at the budget is interpolated linearly in tokens; per budget greedy / sampled, then the fixed step.",
+              "at the budget is interpolated linearly in tokens; per budget greedy / sampled (- where the readings did "
+              "not measure it), then the fixed step.",
               "", markdown_table(["run", "tokens read at each budget", "at each budget", "fixed step",
                                   "most visits of a problem"], run_rows(study, runs)), "",
               "## Comparisons fixed in advance" + (f" (interim: {len(complete)} of {len(study.seeds)} seeds; "
                                                     "nothing is decided)" if interim else ""), "",
               "Paired (same-seed) differences, mean and two-sided 95 % Student-t interval over seeds; the realised "
-              "SD, the margin or difference it reaches with 80 % power, and the power at the planned one.", "",
+              "SD, the margin or difference it reaches with 80 % power, and the power at the planned one; the sampled "
+              "pass rate over the budgets that measured it.", "",
               markdown_table(["comparison", "seeds", "greedy accuracy", "result", "sampled pass rate", "realised SD",
                               "80 % power at", "power at the planned"], comparison_rows(study, runs)), "",
               "## Tokens at each reading", "",
