@@ -1,12 +1,17 @@
 """The allocation study's pilot (`benchmarks/allocation_study/pilot.py`): its rules as pure functions of result
-records, and its candidate tasks' problems, without a model."""
+records, and its candidate tasks' problems; and the study (`study.py`): its arms' real configs, its task and its
+decision, without a model."""
 
 import math
+import os
 
 import pytest
 
-from benchmarks.allocation_study import pilot
+from benchmarks.allocation_study import pilot, study
+from benchmarks.shared.stats import t_interval
+from benchmarks.study_harness import analysis
 from benchmarks.study_harness.problems import study_problems
+from benchmarks.study_harness.runner import layout_config
 
 
 def pilot_record(gain_reading: float, equal_score: list[int], groups_per_batch: int = 8) -> dict:
@@ -58,3 +63,81 @@ def test_every_candidate_task_has_its_held_out_set_and_disjoint_blocks(name):
     problems = study_problems(study, study.settings, len(study.seeds) + 1)  # check_disjoint runs inside
     assert len(problems["held_out"]["indices"]) == 300
     assert [len(block["indices"]) for block in problems["train"]] == [32] * (len(pilot.SEEDS) + 1)
+
+
+# The study itself (benchmarks/allocation_study/study.py): its arms build real configs in the harness's layout.
+
+
+def test_the_study_arms_train_in_the_layout_and_name_the_defaults_by_value(tmp_path):
+    from trl import GRPOTrainer
+
+    from trl_variants import DAPOConfig, DAPOTrainer
+    from trl_variants.dynamic_sampling.selection import resolve_sampling_options
+
+    found = study.allocation_study("A")
+    assert list(found.arms) == ["grpo", "defaults", "allocation"] and found.seeds == tuple(range(15))
+    assert (found.settings.train_size, found.settings.held_out_prompts, found.settings.token_budgets,
+            found.settings.sampled_budgets) == (32, 300, (2_000, 4_000, 6_000, 8_000), (8_000,))
+    shared = layout_config(found.settings, seed=3)
+    configs = {arm: found.trainer_and_config(arm, str(tmp_path), shared) for arm in found.arms}
+    assert configs["grpo"][0] is GRPOTrainer and configs["defaults"][0] is configs["allocation"][0] is DAPOTrainer
+    for _, config in configs.values():
+        assert (config.per_device_train_batch_size, config.num_generations, config.steps_per_generation,
+                config.max_completion_length, config.save_steps, config.seed) == (16, 8, 4, 32, 4, 3)
+    # `defaults` is what DAPOConfig() resolves to in this layout; if a default changes, this study's arm does not.
+    shipped = DAPOConfig(str(tmp_path), **shared)
+    for name, value in study.DEFAULTS.items():
+        if name != "dynamic_sampling_carry_surplus":
+            assert getattr(shipped, name) == value, name
+    assert shipped.dynamic_sampling_carry_surplus is None and resolve_sampling_options(
+        True, False, None, 1, shipped.steps_per_generation, 1, False).carry_surplus is True
+    allocation = configs["allocation"][1]
+    assert allocation.dynamic_sampling_allocation and allocation.skip_memory_epochs == 1.0
+    assert not configs["defaults"][1].dynamic_sampling_allocation
+    assert {name: getattr(allocation, name) for name in study.DEFAULTS if name != "dynamic_sampling_allocation"} == {
+        name: getattr(configs["defaults"][1], name) for name in study.DEFAULTS if name != "dynamic_sampling_allocation"}
+    with pytest.raises(ValueError, match="--arm 'grpo_rows' is not an arm of the allocation study"):
+        found.trainer_and_config("grpo_rows", str(tmp_path), shared)
+
+
+def test_the_allocation_arm_refuses_allocator_constants_other_than_the_methods(tmp_path, monkeypatch):
+    from trl_variants.experimental.allocation import allocator
+
+    shared = layout_config(study.SETTINGS, seed=0)
+    monkeypatch.setattr(allocator, "CHUNK", 4)
+    with pytest.raises(ValueError, match="allocation arm: the allocator's constants are .*'CHUNK': 4"):
+        study.trainer_and_config("allocation", str(tmp_path), shared)
+
+
+def test_the_study_shares_the_pilots_problems_and_refuses_an_unknown_task():
+    found = study.allocation_study("B")
+    assert (found.task, found.draw_seed, found.draw_size) == (pilot.CANDIDATES["B"], 56_000, 8_000)
+    assert found.results_dir.endswith(os.path.join("docs", "results", "allocation_study"))
+    with pytest.raises(ValueError, match="allocation_study: task='D'; expected one of \\['A', 'B', 'C'\\]"):
+        study.allocation_study("D")
+
+
+def test_the_study_refuses_to_run_before_the_pilot_chose_its_task(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(study, "TASK", "C")
+    assert study.command_line(["report", "--runs_dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("# Allocation study, task C: report")
+    monkeypatch.setattr(study, "TASK", None)
+    with pytest.raises(SystemExit) as refused:  # a string exit code: printed on stderr, exit status 1
+        study.command_line(["report"])
+    assert refused.value.code == (
+        "benchmarks.allocation_study.study: TASK is None: the pilot has not chosen the task yet; run "
+        "`python -m benchmarks.allocation_study.pilot choose` and set TASK to its choice (A, B or C).")
+
+
+def test_the_decision_needs_both_non_inferiority_to_grpo_and_ahead_of_the_defaults():
+    def found(spec, differences):
+        return analysis.Comparison(spec, "greedy", tuple(differences), t_interval(differences))
+
+    first, second = study.COMPARISONS[:2]
+    assert (first.test, first.threshold, second.test) == ("non-inferiority", 0.03, "ahead")
+    close, above, behind = [0.0, 0.01, -0.01, 0.005, 0.0], [0.02, 0.03, 0.04, 0.03, 0.02], [0.0, 0.01, -0.01, 0.0, 0.0]
+    lines = study.decide({first.name: found(first, close), second.name: found(second, above)})
+    assert lines[0].startswith("(1) non-inferior at 0.030") and lines[1].startswith("(2) ahead")
+    assert lines[2].startswith("(1) and (2) pass")
+    lines = study.decide({first.name: found(first, close), second.name: found(second, behind)})
+    assert lines[2] == "the allocation mode stays opt-in: (2) failed"

@@ -1,0 +1,125 @@
+"""The allocation study (issue 56) on the study harness: `GRPOTrainer`, the package's defaults and the allocation
+mode on SmolLM2-135M-Instruct, every arm read at exactly matched generated tokens. Method (DRAFT until committed):
+docs/results/allocation_study/method.md. NOT RUN: the task is set in `TASK` from the pilot's choice
+(`python -m benchmarks.allocation_study.pilot choose`) when the method is committed; before that the command line
+refuses to run.
+
+    python -m benchmarks.allocation_study.study grid --workers 2
+    python -m benchmarks.allocation_study.study report
+
+Its held-out set, seeds' blocks and settings are the pilot's (pilot.py), so the pilot's block is the one after the
+seeds'; results go to docs/results/allocation_study/runs/, committed as each run completes.
+"""
+
+import dataclasses
+import math
+import os
+import sys
+
+from benchmarks.study_harness.analysis import ComparisonSpec
+from benchmarks.study_harness.problems import arithmetic_key
+from benchmarks.study_harness.runner import main
+from benchmarks.study_harness.study import Study
+
+from . import pilot
+
+# The pilot's choice among pilot.CANDIDATES ("A", "B" or "C"), set when the method is committed; None: not chosen.
+TASK = None
+
+# The method's margin for (1) and study 3's realised SD of a paired difference at matched tokens, which sized it.
+MARGIN = 0.03
+PLANNED_SD = 0.0496
+# The sampled pass rate only at the last budget's two readings (greedy at every reading); step 0 measures both.
+SETTINGS = dataclasses.replace(pilot.SETTINGS, sampled_budgets=(pilot.SETTINGS.token_budgets[-1],))
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs", "results",
+                       "allocation_study")
+
+# `DAPOConfig()`'s dynamic-sampling fields as they resolve in this layout (one accumulation step, four updates per
+# generation batch: carrying is supported, so its `None` resolves to on), named by value so that a later change of
+# a default cannot change what the `defaults` arm trains.
+DEFAULTS = dict(dynamic_sampling=True, dynamic_sampling_metric="accuracy", dynamic_sampling_tolerance=1e-6,
+                dynamic_sampling_max_rounds=4, dynamic_sampling_on_exhausted="fill",
+                dynamic_sampling_carry_surplus=True, dynamic_sampling_allocation=False, skip_degenerate_prompts=False,
+                max_rows_per_generate_call=None)  # fmt: skip
+# The allocation mode's fields (the posterior fades with a half-life of one pass over the training problems)...
+ALLOCATION = {**DEFAULTS, "dynamic_sampling_allocation": True, "skip_memory_epochs": 1.0}
+# ...and its constants, which are not config fields (trl_variants/experimental/allocation/allocator.py): a run
+# refuses to start if the module's differ from these.
+ALLOCATOR_CONSTANTS = {"CANDIDATES_PER_GROUP": 4, "CHUNK": 2, "MAX_DRAWS_PER_GROUP": 4}
+
+
+def check_allocator_constants() -> None:
+    from trl_variants.experimental.allocation import allocator
+
+    found = {name: getattr(allocator, name) for name in ALLOCATOR_CONSTANTS}
+    if found != ALLOCATOR_CONSTANTS:
+        raise ValueError(f"allocation arm: the allocator's constants are {found}; the study's method fixes "
+                         f"{ALLOCATOR_CONSTANTS}.")
+
+
+def trainer_and_config(arm: str, output_dir: str, shared: dict):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trl_variants import DAPOConfig, DAPOTrainer
+
+    if arm == "grpo":
+        return GRPOTrainer, GRPOConfig(output_dir, **shared)
+    if arm == "defaults":
+        return DAPOTrainer, DAPOConfig(output_dir, **DEFAULTS, **shared)
+    if arm == "allocation":
+        check_allocator_constants()
+        return DAPOTrainer, DAPOConfig(output_dir, **ALLOCATION, **shared)
+    raise ValueError(f"--arm {arm!r} is not an arm of the allocation study; expected one of {list(ARMS)}.")
+
+
+ARMS = {"grpo": "`GRPOTrainer`, TRL's defaults", "defaults": "the package's defaults (dynamic sampling, carrying)",
+        "allocation": "the defaults plus the allocation mode (`dynamic_sampling_allocation=True`)"}
+
+COMPARISONS = (
+    ComparisonSpec("(1) `allocation` - `grpo` at matched tokens", "allocation", "grpo", "tokens", "non-inferiority",
+                   MARGIN, planned_sd=PLANNED_SD),
+    # The method fixes no difference for (2) to be sized for: its power is reported at the realised spread only.
+    ComparisonSpec("(2) `allocation` - `defaults` at matched tokens", "allocation", "defaults", "tokens", "ahead",
+                   math.nan, planned_sd=PLANNED_SD),
+    ComparisonSpec("(4) `allocation` - `grpo`, completions per informative row", "allocation", "grpo", "generation",
+                   "detection", math.nan),
+    ComparisonSpec("(4) `allocation` - `defaults`, completions per informative row", "allocation", "defaults",
+                   "generation", "detection", math.nan),
+)
+
+
+def decide(found: dict) -> list[str]:
+    """(1) and (2) of the method's rule. Its validity check (`grpo`'s gain over step 0 at the last budget) is not
+    computed by the harness: the report's reader checks it before reading this."""
+    first = found[COMPARISONS[0].name]
+    second = found[COMPARISONS[1].name]
+    both = first.passes() and second.passes()
+    return [f"(1) {first.verdict()}: {first.interval.text()}",
+            f"(2) {second.verdict()}: {second.interval.text()}",
+            ("(1) and (2) pass: the allocation mode becomes the default if the validity check holds" if both else
+             "the allocation mode stays opt-in: " + " and ".join(
+                 name for name, comparison in (("(1)", first), ("(2)", second)) if not comparison.passes())
+             + " failed")]
+
+
+def allocation_study(task: str) -> Study:
+    """The study on the candidate task `task` (pilot.CANDIDATES)."""
+    if task not in pilot.CANDIDATES:
+        raise ValueError(f"allocation_study: task={task!r}; expected one of {list(pilot.CANDIDATES)} (the pilot's "
+                         "candidates).")
+    return Study(name=f"Allocation study, task {task}", arms=ARMS, trainer_and_config=trainer_and_config,
+                 task=pilot.CANDIDATES[task], draw_seed=pilot.DRAW_SEED, draw_size=pilot.DRAW_SIZE, seeds=pilot.SEEDS,
+                 results_dir=os.path.normpath(RESULTS), comparisons=COMPARISONS, settings=SETTINGS,
+                 problem_key=arithmetic_key, decide=decide)
+
+
+def command_line(argv=None) -> int:
+    """The harness's command line on the chosen task; one line on stderr and exit status 1 before the choice."""
+    if TASK is None:
+        raise SystemExit("benchmarks.allocation_study.study: TASK is None: the pilot has not chosen the task yet; run "
+                         "`python -m benchmarks.allocation_study.pilot choose` and set TASK to its choice (A, B or C).")
+    return main(allocation_study(TASK), "benchmarks.allocation_study.study", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(command_line())
