@@ -380,3 +380,21 @@ def test_a_run_sampling_at_its_last_budget_only_records_greedy_elsewhere(tmp_pat
     assert analysis.budgets_measured(record["settings"], "greedy") == [50, 90]
     # The sampled mean over budgets reads the one budget that measured it: 0.10002 (below) to 0.10002 (above).
     assert analysis.over_budgets("sampled")(record) == pytest.approx(0.10002)
+
+
+def test_the_report_gives_tokens_to_the_references_accuracy_and_its_gain_over_step0(tmp_path):
+    import dataclasses
+
+    from benchmarks.study_harness.example import STUDY
+    from benchmarks.study_harness.report import report
+
+    study = dataclasses.replace(STUDY, settings=Settings(token_budgets=(50,)), tokens_to_target=(("defaults", "grpo"),))
+    for seed in range(2):
+        for arm, below in (("grpo", 0.2), ("defaults", 0.35)):  # grpo: 0.3 at 50 tokens; defaults reaches it at 32
+            (tmp_path / f"{arm}-seed{seed}.json").write_text(
+                json.dumps({**record(arm, seed, below, 0.6, 0.6), "machine": "m", "max_visits": 2}))
+    (tmp_path / "step0.json").write_text(json.dumps({"greedy": {"pass_rate": 0.1, "prompts": 300},
+                                                     "sampled": {"pass_rate": 0.1}}))
+    text = report(study, str(tmp_path))
+    assert "## Tokens to reach the reference's greedy accuracy at 50 tokens" in text
+    assert "| `defaults` to `grpo` | 2 | 0.64 [0.64, 0.64] | 0.64, 0.64 | 0.200 [" in text

@@ -16,7 +16,7 @@ import math
 import os
 import sys
 
-from benchmarks.study_harness.analysis import ComparisonSpec
+from benchmarks.study_harness.analysis import ComparisonSpec, gain_key, tokens_key
 from benchmarks.study_harness.problems import arithmetic_key
 from benchmarks.study_harness.runner import main
 from benchmarks.study_harness.study import Study
@@ -89,17 +89,22 @@ COMPARISONS = (
 
 
 def decide(found: dict) -> list[str]:
-    """(1) and (2) of the method's rule. Its validity check (`grpo`'s gain over step 0 at the last budget) is not
-    computed by the harness: the report's reader checks it before reading this."""
-    first = found[COMPARISONS[0].name]
-    second = found[COMPARISONS[1].name]
-    both = first.passes() and second.passes()
-    return [f"(1) {first.verdict()}: {first.interval.text()}",
-            f"(2) {second.verdict()}: {second.interval.text()}",
-            ("(1) and (2) pass: the allocation mode becomes the default if the validity check holds" if both else
-             "the allocation mode stays opt-in: " + " and ".join(
-                 name for name, comparison in (("(1)", first), ("(2)", second)) if not comparison.passes())
-             + " failed")]
+    """The method's rule: validity (`grpo`'s greedy gain over step 0 at the last budget with a lower end of at least
+    twice the margin), then (1) non-inferior to `grpo` and (2) ahead of the defaults; (3) is quoted, deciding
+    nothing."""
+    gain = found[gain_key("grpo")]
+    first, second = found[COMPARISONS[0].name], found[COMPARISONS[1].name]
+    tokens = found[tokens_key("allocation", "grpo")]
+    lines = [f"Validity: `grpo`'s gain over step 0 {gain.text()}, lower end "
+             + ("at least" if gain.low >= 2 * MARGIN else "below") + f" {2 * MARGIN:.2f}",
+             f"(1) {first.verdict()}: {first.interval.text()}", f"(2) {second.verdict()}: {second.interval.text()}",
+             f"(3) tokens to reach `grpo`'s final accuracy, median ratio {tokens.text()} (goal 0.67 or less; fewer "
+             "tokens claimed only if the upper end is below 1)"]
+    if not gain.low >= 2 * MARGIN:  # NaN (too few seeds) fails too
+        return [*lines, "no decision: the runs learnt too little to judge a margin of 0.03; the mode stays opt-in"]
+    failed = [name for name, comparison in (("(1)", first), ("(2)", second)) if not comparison.passes()]
+    return [*lines, "the allocation mode becomes the default" if not failed
+            else f"the allocation mode stays opt-in: {' and '.join(failed)} failed"]
 
 
 def allocation_study(task: str) -> Study:
@@ -110,7 +115,8 @@ def allocation_study(task: str) -> Study:
     return Study(name=f"Allocation study, task {task}", arms=ARMS, trainer_and_config=trainer_and_config,
                  task=pilot.CANDIDATES[task], draw_seed=pilot.DRAW_SEED, draw_size=pilot.DRAW_SIZE, seeds=pilot.SEEDS,
                  results_dir=os.path.normpath(RESULTS), comparisons=COMPARISONS, settings=SETTINGS,
-                 problem_key=arithmetic_key, decide=decide)
+                 problem_key=arithmetic_key, decide=decide,
+                 tokens_to_target=(("allocation", "grpo"), ("defaults", "grpo")))
 
 
 def command_line(argv=None) -> int:

@@ -8,6 +8,7 @@ model and no trainer.
 A record is one (arm, seed) result file as the runner writes it; `runs` maps arm -> seed -> record.
 """
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -152,7 +153,7 @@ def tokens_to_reach(curve, target: float) -> float:
     """The fewest tokens at which the piecewise-linear curve through `curve`'s (tokens, score) points, in token
     order, first reaches `target` (>= target); `math.inf` when no point reaches it (censored at the last reading)."""
     curve = list(curve)
-    if not curve or any(b[0] < a[0] for a, b in zip(curve, curve[1:])):
+    if not curve or any(b[0] < a[0] for a, b in itertools.pairwise(curve)):
         raise ValueError(f"tokens_to_reach: curve={curve!r}; expected (tokens, score) points in token order.")
     for index, (tokens, value) in enumerate(curve):
         if value >= target:
@@ -172,6 +173,30 @@ def tokens_ratios(runs: dict, arm: str, reference: str, step0_score: float, budg
         target = at_budget(budget, measure)(runs[reference][seed])
         ratios.append(tokens_to_reach(run_curve(runs[arm][seed], step0_score, measure), target) / budget)
     return ratios
+
+
+def gain_over_step0(runs: dict, arm: str, step0_score: float, budget: int, measure: str = "greedy") -> Interval:
+    """`arm`'s score at exactly `budget` tokens less step 0's, per seed it completed, with its t-interval."""
+    return t_interval([at_budget(budget, measure)(runs[arm][seed]) - step0_score
+                       for seed in complete_seeds(runs, (arm,))])
+
+
+def tokens_key(arm: str, reference: str) -> str:
+    return f"tokens: {arm} to {reference}"
+
+
+def gain_key(arm: str) -> str:
+    return f"gain: {arm} over step 0"
+
+
+def target_endpoints(runs: dict, pairs, step0_score: float, budget: int) -> dict:
+    """For each (arm, reference) in `pairs`, greedy: the median of `tokens_ratios` with its bootstrap interval
+    (`tokens_key`), and the reference's gain over step 0 at `budget` (`gain_key`)."""
+    found = {}
+    for arm, reference in pairs:
+        found[tokens_key(arm, reference)] = bootstrap_median(tokens_ratios(runs, arm, reference, step0_score, budget))
+        found[gain_key(reference)] = gain_over_step0(runs, reference, step0_score, budget)
+    return found
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,18 @@ def token_rows(study, runs: dict) -> list[list[str]]:
     return rows
 
 
+def target_rows(study, runs: dict, step0_score: float) -> list[list[str]]:
+    budget = study.settings.token_budgets[-1]
+    found = analysis.target_endpoints(runs, study.tokens_to_target, step0_score, budget)
+    rows = []
+    for arm, reference in study.tokens_to_target:
+        ratios = analysis.tokens_ratios(runs, arm, reference, step0_score, budget)
+        rows.append([f"`{arm}` to `{reference}`", str(len(ratios)), found[analysis.tokens_key(arm, reference)].text(),
+                     ", ".join("never" if math.isinf(ratio) else f"{ratio:.2f}" for ratio in ratios),
+                     found[analysis.gain_key(reference)].text()])
+    return rows
+
+
 def report(study, runs_dir: str) -> str:
     """The report's Markdown, from the complete runs in `runs_dir` and the step-0 evaluation beside them."""
     runs = load_grid(runs_dir)
@@ -104,7 +116,22 @@ def report(study, runs_dir: str) -> str:
               "Generated completion tokens at the boundary read below and above each budget, mean (min-max).", "",
               markdown_table(["arm", "budget", "below", "above"], token_rows(study, runs)), "",
               f"Machine: {'; '.join(machines)}.", ""]
+    budget = study.settings.token_budgets[-1]
+    if study.tokens_to_target and step0 is not None:
+        rows = target_rows(study, runs, step0["greedy"]["pass_rate"])
+        lines += [f"## Tokens to reach the reference's greedy accuracy at {budget:,} tokens", "",
+                  f"Per seed, the fewest tokens at which the arm's piecewise-linear curve through its readings (step 0 "
+                  f"at 0 tokens) reaches the reference's accuracy interpolated at {budget:,} tokens, over {budget:,} "
+                  "(never: not by the arm's last reading); the median with its 95 % percentile bootstrap interval "
+                  f"({analysis.BOOTSTRAP_RESAMPLES:,} resamples of the seeds, generator seed 0), and the reference's "
+                  "gain over step 0 there (t-interval).", "",
+                  markdown_table(["arm to reference", "seeds", "median ratio", "each seed's ratio",
+                                  "reference's gain over step 0"], rows), ""]
     if study.decide is not None and not interim:
         found = {spec.name: analysis.compare(runs, spec) for spec in study.comparisons}
+        if study.tokens_to_target:
+            if step0 is None:
+                raise ValueError(f"report: {runs_dir} has no step0.json; the decision needs step 0's accuracy.")
+            found |= analysis.target_endpoints(runs, study.tokens_to_target, step0["greedy"]["pass_rate"], budget)
         lines += ["## Decision", "", *(f"- {line}" for line in study.decide(found)), ""]
     return "\n".join(lines)

@@ -50,7 +50,9 @@ LOGGED = ("reward", "completions/mean_length", "completions/clipped_ratio", "fra
 class Study:
     """`trainer_and_config(arm, output_dir, shared_kwargs)` returns the arm's trainer class and config; `task` is a
     reasoning-gym (task, config) drawn once (`draw_seed`, `draw_size`) and split by `problem_key` (problems.py);
-    `decide(found)`, given the greedy `Comparison`s by name, returns the decision's lines."""
+    `tokens_to_target` lists (arm, reference) pairs whose tokens to reach the reference's greedy score at the last
+    budget the report gives (`analysis.target_endpoints`). `decide(found)`, given the greedy `Comparison`s by name
+    and those endpoints by `analysis.tokens_key` and `analysis.gain_key`, returns the decision's lines."""
 
     name: str
     arms: dict
@@ -66,3 +68,4 @@ class Study:
     problem_key: Callable = question_key
     logged: tuple = LOGGED
     decide: Callable | None = None
+    tokens_to_target: tuple = ()

@@ -129,15 +129,44 @@ def test_the_study_refuses_to_run_before_the_pilot_chose_its_task(monkeypatch, t
         "`python -m benchmarks.allocation_study.pilot choose` and set TASK to its choice (A, B or C).")
 
 
-def test_the_decision_needs_both_non_inferiority_to_grpo_and_ahead_of_the_defaults():
+def test_the_decision_needs_validity_non_inferiority_to_grpo_and_ahead_of_the_defaults():
     def found(spec, differences):
         return analysis.Comparison(spec, "greedy", tuple(differences), t_interval(differences))
 
     first, second = study.COMPARISONS[:2]
     assert (first.test, first.threshold, second.test) == ("non-inferiority", 0.03, "ahead")
     close, above, behind = [0.0, 0.01, -0.01, 0.005, 0.0], [0.02, 0.03, 0.04, 0.03, 0.02], [0.0, 0.01, -0.01, 0.0, 0.0]
-    lines = study.decide({first.name: found(first, close), second.name: found(second, above)})
-    assert lines[0].startswith("(1) non-inferior at 0.030") and lines[1].startswith("(2) ahead")
-    assert lines[2].startswith("(1) and (2) pass")
-    lines = study.decide({first.name: found(first, close), second.name: found(second, behind)})
-    assert lines[2] == "the allocation mode stays opt-in: (2) failed"
+    learnt, flat = t_interval([0.10, 0.12, 0.11, 0.09, 0.10]), t_interval([0.02, 0.1, 0.06, 0.0, 0.05])
+    tokens = {analysis.tokens_key("allocation", "grpo"): analysis.bootstrap_median([0.5, 0.6, 0.7, 0.6, 0.65])}
+
+    def decision(gain, ahead):
+        return study.decide({first.name: found(first, close), second.name: found(second, ahead),
+                             analysis.gain_key("grpo"): gain, **tokens})
+
+    lines = decision(learnt, above)
+    assert lines[0].startswith("Validity: `grpo`'s gain over step 0 0.104 [") and "lower end at least 0.06" in lines[0]
+    assert lines[1].startswith("(1) non-inferior at 0.030") and lines[2].startswith("(2) ahead")
+    assert lines[3].startswith("(3) tokens to reach `grpo`'s final accuracy, median ratio 0.60 [")
+    assert lines[4] == "the allocation mode becomes the default"
+    assert decision(learnt, behind)[-1] == "the allocation mode stays opt-in: (2) failed"
+    assert decision(flat, above)[-1].startswith("no decision: the runs learnt too little")
+
+
+def test_the_full_report_decides_by_the_methods_rule(tmp_path):
+    import dataclasses
+    import json
+
+    from benchmarks.study_harness.report import report
+    from tests.test_study_harness import record
+
+    found = dataclasses.replace(study.allocation_study("A"), settings=dataclasses.replace(study.SETTINGS,
+                                                                                           token_budgets=(50,)))
+    for seed in found.seeds:  # read at 40 and 80 tokens around 50: grpo 0.3 there, the others reach it sooner
+        for arm, below in (("grpo", 0.2), ("defaults", 0.35), ("allocation", 0.36 + 0.001 * seed)):
+            (tmp_path / f"{arm}-seed{seed}.json").write_text(json.dumps(
+                {**record(arm, seed, below, 0.6 + 0.001 * (seed % 3), 0.6), "machine": "m", "max_visits": 2}))
+    (tmp_path / "step0.json").write_text(json.dumps({"greedy": {"pass_rate": 0.1, "prompts": 300},
+                                                     "sampled": {"pass_rate": 0.1}}))
+    text = report(found, str(tmp_path))
+    assert "| `allocation` to `grpo` | 15 |" in text and "| `defaults` to `grpo` | 15 | 0.64 [0.64, 0.64] |" in text
+    assert "## Decision" in text and "- the allocation mode becomes the default" in text
