@@ -4,8 +4,8 @@ budget (budgets.py) and after the fixed optimizer step, and writes the run's res
 The budget check runs inside the reward function, after the `OutcomeProbe` has counted a generation round: the
 reward is called once per round of every arm (dynamic sampling's rounds included), while the model still holds the
 boundary's weights. Each evaluation point measures greedy accuracy and, where `settings.sampled_budgets` says
-(`budgets.measures_sampled`; else `"sampled": null`), a sampled pass rate, with the point's own generator seed. `step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run
-inside it; with one torch thread per run, CPU time is what a run costs whatever else the machine runs.
+(`budgets.measures_sampled`; else `"sampled": null`), a sampled pass rate, with the point's own generator seed.
+`step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run inside it; with one torch thread per run, CPU time is what a run costs whatever else the machine runs.
 """
 
 import dataclasses
