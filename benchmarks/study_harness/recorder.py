@@ -5,7 +5,8 @@ The budget check runs inside the reward function, after the `OutcomeProbe` has c
 reward is called once per round of every arm (dynamic sampling's rounds included), while the model still holds the
 boundary's weights. Each evaluation point measures greedy accuracy and, where `settings.sampled_budgets` says
 (`budgets.measures_sampled`; else `"sampled": null`), a sampled pass rate, with the point's own generator seed.
-`step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run inside it; with one torch thread per run, CPU time is what a run costs whatever else the machine runs.
+`step_cpu_seconds[i]` is this process's CPU time in optimizer step i + 1 less the evaluations run inside it; with one
+torch thread per run, CPU time is what a run costs whatever else the machine runs.
 """
 
 import dataclasses
