@@ -2,6 +2,7 @@
 recorder driven as the trainer drives it, the problem split, the paired analysis and its power, and the report."""
 
 import json
+import re
 import math
 import types
 
@@ -192,12 +193,15 @@ def test_the_canonical_form_ignores_term_order_and_refuses_mixed_operators():
 
 def record(arm, seed, below, above, fixed, kept=None, completions=64):
     """A complete run read at 40 tokens (below, score `below`) and 80 (above) around the budget 50."""
+    def measured(value):
+        return {"pass_rate": value, "truncated_fraction": 0.0}
+
     evaluations = [{"kind": "budget", "budget": 50, "side": "below", "step": 4, "tokens": 40,
-                    "greedy": {"pass_rate": below}, "sampled": {"pass_rate": below}},
+                    "greedy": measured(below), "sampled": measured(below)},
                    {"kind": "budget", "budget": 50, "side": "above", "step": 8, "tokens": 80,
-                    "greedy": {"pass_rate": above}, "sampled": {"pass_rate": above}},
-                   {"kind": "fixed_step", "step": 8, "tokens": 80, "greedy": {"pass_rate": fixed},
-                    "sampled": {"pass_rate": fixed}}]
+                    "greedy": measured(above), "sampled": measured(above)},
+                   {"kind": "fixed_step", "step": 8, "tokens": 80, "greedy": measured(fixed),
+                    "sampled": measured(fixed)}]
     return {"arm": arm, "seed": seed, "complete": True, "evaluations": evaluations,
             "settings": {"token_budgets": [50], "num_generations": 8, "fixed_step": 8},
             "probe": {"0": {"completions": completions, "groups": 8, "equal_score_groups": 4}},
@@ -398,3 +402,25 @@ def test_the_report_gives_tokens_to_the_references_accuracy_and_its_gain_over_st
     text = report(study, str(tmp_path))
     assert "## Tokens to reach the reference's greedy accuracy at 50 tokens" in text
     assert "| `defaults` to `grpo` | 2 | 0.64 [0.64, 0.64] | 0.64, 0.64 | 0.200 [" in text
+
+
+def test_updates_truncation_and_logged_means_per_run():
+    run = record("a", 0, 0.2, 0.6, 0.6)  # read at step 4 (40 tokens) and step 8 (80 tokens) around 50
+    assert analysis.updates_at(50)(run) == pytest.approx(5.0)
+    for point, share in zip(run["evaluations"], (0.1, 0.3, 0.2)):
+        point["greedy"]["truncated_fraction"] = share
+        point["sampled"] = None if share == 0.3 else {"pass_rate": 0.0, "truncated_fraction": share / 2}
+    assert analysis.highest_truncation(run) == 0.3
+    run["logged"] = {"clip_ratio/high_mean": {"1": 0.1, "2": 0.3}}
+    assert analysis.logged_mean("clip_ratio/high_mean")(run) == pytest.approx(0.2)
+    assert math.isnan(analysis.logged_mean("clip_ratio/low_mean")(run))
+
+
+def test_the_logged_keys_hold_every_allocation_metric_the_metrics_page_lists():
+    from pathlib import Path
+
+    from benchmarks.study_harness.study import LOGGED
+
+    page = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    listed = set(re.findall(r"`(dynamic_sampling/allocation_[a-z_]+)`", page))
+    assert len(listed) == 5 and listed <= set(LOGGED)

@@ -140,6 +140,31 @@ def generation_per_informative_row(record: dict) -> float:
     return generated / rows if rows else math.inf
 
 
+def updates_at(budget: int):
+    """The summary "optimizer updates the run had made at exactly `budget` tokens": its readings' steps, interpolated
+    in tokens as the scores are."""
+    def summary(record):
+        below, above = readings(record, budget)
+        return interpolate(budget, (below["tokens"], below["step"]),
+                           None if above is None else (above["tokens"], above["step"]))
+    return summary
+
+
+def highest_truncation(record: dict) -> float:
+    """The largest share of held-out completions truncated at the length limit at any of the run's evaluations,
+    greedy or sampled (the method's instability rule reads it against 20 %)."""
+    return max((point[measure]["truncated_fraction"] for point in record["evaluations"] for measure in MEASURES
+                if point.get(measure) is not None), default=math.nan)
+
+
+def logged_mean(key: str):
+    """The summary "mean over the run's logged optimizer steps of `key`" (NaN when the run never logged it)."""
+    def summary(record):
+        values = list(record["logged"].get(key, {}).values())
+        return statistics.fmean(values) if values else math.nan
+    return summary
+
+
 # Tokens to reach a target.
 
 def run_curve(record: dict, step0_score: float, measure: str = "greedy") -> list[tuple[int, float]]:

@@ -71,6 +71,28 @@ def token_rows(study, runs: dict) -> list[list[str]]:
     return rows
 
 
+CLIP_RATIOS = ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
+
+
+def arm_rows(study, runs: dict) -> list[list[str]]:
+    """Per arm, means over its complete runs: optimizer updates at each budget, completions generated per
+    informative trained row, TRL's clip ratios over the logged steps, and the highest truncated share of any
+    evaluation of any run."""
+    rows = []
+    for arm in study.arms:
+        records = [runs[arm][seed] for seed in analysis.complete_seeds(runs, (arm,))]
+        if not records:
+            continue
+        budgets = records[0]["settings"]["token_budgets"]
+        updates = [statistics.fmean(analysis.updates_at(budget)(record) for record in records) for budget in budgets]
+        clips = [statistics.fmean(analysis.logged_mean(key)(record) for record in records) for key in CLIP_RATIOS]
+        rows.append([f"`{arm}`", str(len(records)), " / ".join(f"{value:.1f}" for value in updates),
+                     f"{statistics.fmean(analysis.generation_per_informative_row(r) for r in records):.2f}",
+                     " / ".join("-" if math.isnan(value) else f"{value:.4f}" for value in clips),
+                     f"{max(analysis.highest_truncation(record) for record in records):.1%}"])
+    return rows
+
+
 def target_rows(study, runs: dict, step0_score: float) -> list[list[str]]:
     budget = study.settings.token_budgets[-1]
     found = analysis.target_endpoints(runs, study.tokens_to_target, step0_score, budget)
@@ -112,6 +134,12 @@ def report(study, runs_dir: str) -> str:
               "pass rate over the budgets that measured it.", "",
               markdown_table(["comparison", "seeds", "greedy accuracy", "result", "sampled pass rate", "realised SD",
                               "80 % power at", "power at the planned"], comparison_rows(study, runs)), "",
+              "## Per arm", "",
+              "Means over each arm's complete runs: optimizer updates made by each budget (interpolated in tokens), "
+              "completions generated per informative trained row, TRL's clip ratios low / high / region over the "
+              "logged steps, and the highest share of held-out completions truncated at any evaluation of any run.",
+              "", markdown_table(["arm", "runs", "updates by each budget", "completions per informative row",
+                                  "clip ratios", "most truncated"], arm_rows(study, runs)), "",
               "## Tokens at each reading", "",
               "Generated completion tokens at the boundary read below and above each budget, mean (min-max).", "",
               markdown_table(["arm", "budget", "below", "above"], token_rows(study, runs)), "",

@@ -169,4 +169,6 @@ def test_the_full_report_decides_by_the_methods_rule(tmp_path):
                                                      "sampled": {"pass_rate": 0.1}}))
     text = report(found, str(tmp_path))
     assert "| `allocation` to `grpo` | 15 |" in text and "| `defaults` to `grpo` | 15 | 0.64 [0.64, 0.64] |" in text
+    # GRPOTrainer's record trains the 4 of 8 groups whose rewards differ: 64 completions for 32 informative rows.
+    assert "| `grpo` | 15 | 5.0 | 2.00 | - / - / - | 0.0% |" in text
     assert "## Decision" in text and "- the allocation mode becomes the default" in text
