@@ -243,8 +243,8 @@ def bootstrap_median(values, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
                      confidence: float = CONFIDENCE) -> MedianInterval:
     """The median of `values` (`math.inf` allowed: a censored seed) and its percentile bootstrap interval:
     `resamples` resamples of the values with replacement from `numpy.random.default_rng(seed)`, the medians sorted,
-    the interval from the floor((1 - confidence) / 2 x resamples)-th to the ceil((1 + confidence) / 2 x
-    resamples)-th (order statistics, so infinite medians need no arithmetic)."""
+    the interval from the one at 0-based position floor((1 - confidence) / 2 x resamples) to the one at
+    ceil((1 + confidence) / 2 x resamples) - 1 (order statistics, so infinite medians need no arithmetic)."""
     values = np.asarray(list(values), dtype=np.float64)
     if resamples < 1 or not 0 < confidence < 1 or np.isnan(values).any() or (values < 0).any():
         raise ValueError(f"bootstrap_median: resamples={resamples} (>= 1), confidence={confidence} (in (0, 1)) "
