@@ -198,38 +198,18 @@ class DynamicSampler:
             rows = self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
             return rows, self.sampling_scores(torch.tensor([row.rewards for row in rows]))
 
-        # Refills come in multiples of the number of processes, so that every process generates whole groups.
-        # Where the dataloader's groups straddle processes, each process generates its own rows of them, as in
-        # `GRPOTrainer`; the gather puts every group back together.
-        extra_groups = 0 if self.allocator else first_round_extra_groups(
-            batch_groups, len(carried), self.pass_rate.estimate, num_processes
-        )  # fmt: skip
-        segments = [first_segment, self.refill_sources(extra_groups)]
-        groups, scores, rounds, generated = [], [], 0, []  # every process's groups and rows, in generation order
-        while self.allocator is None:
-            rounds += 1
-            rows, round_scores = run_round(segments)
-            generated += rows
-            groups += [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
-            scores.append(round_scores.view(-1, group_size))
-            informative = informative_group_mask(torch.cat(scores), args.dynamic_sampling_tolerance)
-            found, seen = int(informative.sum()), len(groups)
-            if found >= needed or rounds >= args.dynamic_sampling_max_rounds:
-                break
-            request = groups_to_request(needed - found, found / seen, batch_groups, num_processes)
-            segments = [self.refill_sources(request)]
-            if not segments[0]:  # a stream with no unread prompt left
-                break
-        if self.allocator is not None:
+        if self.allocator is None:
+            groups, generated, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
+        else:  # experimental/allocation: completions per prompt from its posterior, groups of G formed from them
             def round_size(missing: int, rate: float | None) -> int:  # in groups, as without allocation
                 return groups_to_request(missing, self.pass_rate.estimate if rate is None else rate, batch_groups, 1)
 
             step, keys = trainer.state.global_step, first_segment[::group_size]
             groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), round_size)
-            rewards = torch.tensor([row.rewards for group in groups for row in group])
-            scores = [self.sampling_scores(rewards).view(-1, group_size)]
-            informative = informative_group_mask(scores[0], args.dynamic_sampling_tolerance)
-            found, seen = int(informative.sum()), len(groups)
+        rewards = torch.tensor([row.rewards for group in groups for row in group])
+        scores = self.sampling_scores(rewards).view(-1, group_size)
+        informative = informative_group_mask(scores, args.dynamic_sampling_tolerance)
+        found, seen = int(informative.sum()), len(groups)
 
         trainer._metrics["train"] = saved_metrics
         trainer.state.num_input_tokens_seen = saved_tokens_seen
@@ -262,9 +242,37 @@ class DynamicSampler:
         # Recorded now, before this step's optimizer update: this is the policy that generated the rows.
         self.carried = [groups[i] for i in decision.carried]
         record_generating_logps(trainer, [row for group in self.carried for row in group], filler=local[0])
-        self.log_step(groups, generated, torch.cat(scores), informative, decision, rounds, len(carried))
+        self.log_step(groups, generated, scores, informative, decision, rounds, len(carried))
         carried_per_process = [carried_rows - p * rows_per_process for p in range(num_processes)]
         return TrainedBatch(local, [min(max(count, 0), rows_per_process) for count in carried_per_process])
+
+    def rounds_until_enough(self, first_segment: list, carried_groups: int, run_round) -> tuple[list, list, int]:
+        """Generation rounds until the step has enough informative groups or `dynamic_sampling_max_rounds` ran:
+        the dataloader's batch with a first refill sized from earlier steps' pass rate, then refills sized from this
+        step's. Returns every process's groups and rows, in generation order, and the number of rounds."""
+        trainer = self.trainer
+        args, group_size, num_processes = trainer.args, trainer.num_generations, trainer.accelerator.num_processes
+        batch_groups = len(first_segment) // group_size
+        needed = batch_groups - carried_groups
+        # Refills come in multiples of the number of processes, so that every process generates whole groups.
+        # Where the dataloader's groups straddle processes, each process generates its own rows of them, as in
+        # `GRPOTrainer`; the gather puts every group back together.
+        extra_groups = first_round_extra_groups(batch_groups, carried_groups, self.pass_rate.estimate, num_processes)
+        segments = [first_segment, self.refill_sources(extra_groups)]
+        groups, generated, scores = [], [], []
+        for rounds in range(1, args.dynamic_sampling_max_rounds + 1):
+            rows, round_scores = run_round(segments)
+            generated += rows
+            groups += [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
+            scores.append(round_scores.view(-1, group_size))
+            found = int(informative_group_mask(torch.cat(scores), args.dynamic_sampling_tolerance).sum())
+            if found >= needed or rounds == args.dynamic_sampling_max_rounds:
+                break
+            request = groups_to_request(needed - found, found / len(groups), batch_groups, num_processes)
+            segments = [self.refill_sources(request)]
+            if not segments[0]:  # a stream with no unread prompt left
+                break
+        return groups, generated, rounds
 
     def first_segment(self, inputs: list[dict]) -> list[int | None]:
         """Sources of the dataloader's batch over all processes. Usually every process generates its own rows; with
