@@ -3,6 +3,7 @@
 import os
 import re
 import textwrap
+from pathlib import Path
 
 TRL_VARIANTS_TAG = "trl-variants"
 # trl-variants is not published on a package index yet: the card says how to install it from its repository.
@@ -139,17 +140,15 @@ def tidy_model_card(trainer, dataset_name: str | None, model_name: str | None = 
     tokenizer has no chat template, the quick start generates from plain text (see `plain_text_quick_start`)."""
     if not trainer.is_world_process_zero():
         return
-    path = os.path.join(trainer.args.output_dir, "README.md")
-    with open(path, encoding="utf-8") as card:
-        text = card.read()
+    card = Path(trainer.args.output_dir, "README.md")
+    text = card.read_text(encoding="utf-8")
     name_or_path = getattr(trainer.model.config, "_name_or_path", None)
     local_dataset = None if is_hub_dataset_id(dataset_name) else dataset_name
     reference = trainer.hub_model_id or model_name or str(trainer.args.output_dir)
     text = tidy_card_text(text, base_model_text(name_or_path), local_dataset, reference)
     if not getattr(trainer.processing_class, "chat_template", None):
         text = plain_text_quick_start(text, example_prompt(trainer), trainer.args.max_completion_length or 128)
-    with open(path, "w", encoding="utf-8") as card:
-        card.write(text)
+    card.write_text(text, encoding="utf-8")
 
 
 class VariantModelCardMixin:
@@ -169,9 +168,6 @@ class VariantModelCardMixin:
         if not self.is_world_process_zero():
             return
         tidy_model_card(self, dataset_name, model_name)
-        path = os.path.join(self.args.output_dir, "README.md")
-        with open(path, encoding="utf-8") as card:
-            text = card.read()
+        card = Path(self.args.output_dir, "README.md")
         settings = settings_section(self._name, self._variant_settings(), self.state.global_step)
-        with open(path, "w", encoding="utf-8") as card:
-            card.write(with_training_procedure(text, settings))
+        card.write_text(with_training_procedure(card.read_text(encoding="utf-8"), settings), encoding="utf-8")

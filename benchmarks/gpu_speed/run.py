@@ -191,8 +191,7 @@ def run_arm(arm: str, options, tokenizer, prompts, cuda: bool, output_dir: Path)
         trained_rows = config.per_device_train_batch_size * config.gradient_accumulation_steps
         trained_rows *= trainer.accelerator.num_processes
         calls = trainer.dynamic_sampler.calls if hasattr(trainer, "dynamic_sampler") else None
-        call_memory = calls.memory if calls is not None else None
-        planned = call_memory.last_plan if call_memory is not None else None
+        planned = calls.last_plan if calls is not None else None
         learned = calls.learned_cap if calls is not None else None
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
     del trainer, model

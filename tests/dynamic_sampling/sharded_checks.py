@@ -101,7 +101,7 @@ def check_the_resume_logs_the_uninterrupted_run(records, engine_files: set[str])
 
 
 def check_the_uneven_run(first, second) -> None:
-    """Groups straddle the processes; rank 0's groups are all degenerate, so rank 1 alone finds informative ones,
+    """Groups straddle the processes; rank 0's rows all score 0, so rank 1 alone finds informative groups,
     refill rounds are needed and the surplus lands on one rank; rank 1 decodes every completion to the limit while
     rank 0 stops early. The launch finished within its timeout (hang-free)."""
     limit = TEST_DEFAULTS["max_completion_length"]

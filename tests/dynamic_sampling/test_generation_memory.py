@@ -23,10 +23,10 @@ from transformers import GenerationMixin
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_variants.dynamic_sampling import generate_calls
-from trl_variants.dynamic_sampling.generate_calls import is_out_of_memory
+from trl_variants.dynamic_sampling.generate_calls import GenerateCalls, is_out_of_memory
 from trl_variants.dynamic_sampling.generation_memory import (
+    KEPT_MEASUREMENTS,
     MEMORY_MARGIN,
-    CallMeasurements,
     CallPeak,
     DeviceMemory,
     call_rows,
@@ -83,14 +83,29 @@ def test_the_rows_are_the_most_whole_groups_within_the_free_memory_less_the_marg
 
 
 def test_there_is_no_plan_before_a_measurement_or_without_a_free_memory_reading():
-    measurements = CallMeasurements()
-    assert measurements.rows(10**9, 100, 50, 4, 16) is None
-    measurements.add(CallPeak(16, 100, 50, 16_000))
-    assert measurements.rows(None, 100, 50, 4, 16) is None
-    assert measurements.rows(10**9, 100, 50, 4, 16) > 16
-    for index in range(40):
-        measurements.add(CallPeak(16, 100 + index, 50, 16_000))
-    assert len(measurements.calls) == 16 and measurements.calls[-1].prompt_tokens == 139  # the latest kept
+    assert call_rows([], 10**9, 100, 50, 4, 16) is None
+    measured = [CallPeak(16, 100, 50, 16_000)]
+    assert call_rows(measured, None, 100, 50, 4, 16) is None
+    assert call_rows(measured, 10**9, 100, 50, 4, 16) > 16
+
+
+def test_every_training_call_is_measured_and_the_latest_measurements_are_kept(monkeypatch):
+    peaks = iter(range(1, 100))
+    readings = SimpleNamespace(start=lambda: 0, peak_since=lambda start: next(peaks), free=lambda: None)
+    monkeypatch.setattr(generate_calls, "DeviceMemory", lambda device: readings)
+    model = SimpleNamespace(training=True, is_gradient_checkpointing=False)
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1, process_index=0,
+                                  unwrap_model=lambda x: x)
+    trainer = SimpleNamespace(
+        accelerator=accelerator, use_vllm=False, use_transformers_continuous_batching=False, model=model,
+        model_wrapped=model, pad_to_multiple_of=None, args=SimpleNamespace(max_rows_per_generate_call=None),
+        _dist=SimpleNamespace(is_zero3=False),
+    )  # fmt: skip
+    calls = GenerateCalls(trainer)
+    for length in range(1, 21):
+        calls.generate_single_turn(lambda ids, *rest: ([[0, 0]] * len(ids), None), [[1] * length] * G, None, {}, G)
+    assert KEPT_MEASUREMENTS == 16
+    assert calls.measured == [CallPeak(G, length, 2, length) for length in range(5, 21)]
 
 
 def test_a_device_without_the_readings_declines():
@@ -194,8 +209,8 @@ def test_the_first_round_is_grpo_trainers_call_and_later_rounds_follow_the_measu
     for rows, calls in zip(log.turn_rows[1:], log.turns[1:], strict=True):
         assert GENERATION_ROWS <= calls[0] <= allowed and calls == plan_rows(rows, calls[0])
     assert any(max(calls) > GENERATION_ROWS for calls in log.turns[1:])
-    assert GENERATION_ROWS < trainer.dynamic_sampler.calls.memory.last_plan <= allowed
-    assert [call.rows for call in trainer.dynamic_sampler.calls.memory.calls] == [rows for calls in log.turns for rows in calls][-16:]
+    assert GENERATION_ROWS < trainer.dynamic_sampler.calls.last_plan <= allowed
+    assert [call.rows for call in trainer.dynamic_sampler.calls.measured] == [rows for calls in log.turns for rows in calls][-16:]
     messages = [r.getMessage() for r in caplog.records if r.name.endswith("generate_calls")]
     assert messages[0].startswith(f"Generation calls: one generation batch per process ({GENERATION_ROWS} rows")
     assert "no call measured yet" in messages[0]

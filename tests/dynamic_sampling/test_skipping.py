@@ -11,7 +11,7 @@ from trl_variants import DAPOConfig
 from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
 from trl_variants.experimental.prompt_skipping.streak import ALL_CORRECT, ALL_WRONG, INFORMATIVE, UNSCORED
 from trl_variants.experimental.prompt_skipping.streak import MAX_CANDIDATES_PER_PROMPT, MAX_STREAK, PromptHistory, adapt_explore_probability, explore_probabilities, group_outcomes, pick_prompts
-from trl_variants.dynamic_sampling.prompt_sources import BatchRowIndices, RecordingSampler
+from trl_variants.dynamic_sampling.prompt_sources import DatasetIndices, RecordingSampler
 
 
 def outcomes_of(rows: list[list[float]]) -> list[int]:
@@ -251,10 +251,11 @@ def test_recording_sampler_finds_batches_a_trainer_skipped_without_announcing_th
         sampler.take_batch(1, 0, 1, delivered=lambda indices: indices[0] == 2)
 
 
-def test_batch_row_indices_find_rows_by_identity_not_by_content():
+def test_batch_rows_are_named_by_identity_not_by_content():
     first, twin = {"prompt": "a"}, {"prompt": "a"}
-    batch = BatchRowIndices([first, twin], [4, 9])
-    assert (batch.index_of(first), batch.index_of(twin)) == (4, 9)
-    assert batch.index_of({"prompt": "a"}) == -1  # an equal row that the dataloader did not deliver
-    with pytest.raises(ValueError):  # every row has its index
-        BatchRowIndices([first, twin], [4])
+    indices = DatasetIndices("skip_degenerate_prompts", streaming=False, train_dataset=[{"prompt": "a"}] * 10)
+    indices.recording = RecordingSampler(EpochSampler([4, 9]))
+    list(indices.recording)
+    indices.pair_batch([first, twin], process_index=0, num_processes=1)
+    assert (indices.key(first), indices.key(twin)) == (4, 9)
+    assert indices.key({"prompt": "a"}) == -1  # an equal row that the dataloader did not deliver

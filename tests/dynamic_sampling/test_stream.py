@@ -14,7 +14,7 @@ import pytest
 from datasets import Dataset, IterableDataset
 
 from trl_variants import DAPOConfig, DAPOTrainer
-from trl_variants.dynamic_sampling.prompt_sources import STREAM_KEY_SPACE, StreamReader, prompt_key
+from trl_variants.dynamic_sampling.prompt_sources import STREAM_KEY_SPACE, StreamRefill, prompt_key
 from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
 from trl_variants.dynamic_sampling.sampler import DynamicSamplingExhaustedError
 
@@ -29,18 +29,18 @@ def prompts_stream(prompts: list[str]) -> IterableDataset:
 
 
 def test_reader_reads_in_order_passes_over_taken_prompts_and_starts_a_new_pass():
-    reader = StreamReader(prompts_stream(["a", "b", "c"]), seed=0, shuffle=False)
+    reader = StreamRefill(prompts_stream(["a", "b", "c"]), seed=0, shuffle=False, is_main_process=True)
     taken = {prompt_key("b")}
     assert [row["prompt"] for row in reader.read(2, taken)] == ["a", "c"]
     assert taken == {prompt_key(p) for p in "abc"}
-    assert reader.state_dict() == {"pass_index": 0, "position": 3, "rows_per_pass": None}
+    assert reader.state_dict() == {"stream": {"pass_index": 0, "position": 3, "rows_per_pass": None}}
     # The next pass starts over; a fresh batch takes "a" again.
     assert [row["prompt"] for row in reader.read(1, set())] == ["a"]
-    assert reader.state_dict() == {"pass_index": 1, "position": 1, "rows_per_pass": 3}
+    assert reader.state_dict() == {"stream": {"pass_index": 1, "position": 1, "rows_per_pass": 3}}
 
 
 def test_reader_returns_short_when_a_whole_pass_has_nothing_unread():
-    reader = StreamReader(prompts_stream(["a", "b"]), seed=0, shuffle=False)
+    reader = StreamRefill(prompts_stream(["a", "b"]), seed=0, shuffle=False, is_main_process=True)
     assert [row["prompt"] for row in reader.read(5, set())] == ["a", "b"]
     assert reader.read(1, {prompt_key("a"), prompt_key("b")}) == []
 
@@ -52,24 +52,25 @@ def test_reader_returns_short_on_a_stream_that_cannot_be_read_again():
         def __iter__(self):
             return rows
 
-    reader = StreamReader(OneShot(), seed=0, shuffle=False)
+    reader = StreamRefill(OneShot(), seed=0, shuffle=False, is_main_process=True)
     assert [row["prompt"] for row in reader.read(3, set())] == ["a", "b"]
 
 
 def test_reader_resumes_at_its_position():
     stream = prompts_stream([str(i) for i in range(10)])
-    reader = StreamReader(stream, seed=3, shuffle=True)
+    reader = StreamRefill(stream, seed=3, shuffle=True, is_main_process=True)
     first = [row["prompt"] for row in reader.read(4, set())]
     rest = [row["prompt"] for row in reader.read(4, set())]
-    resumed = StreamReader(stream, seed=3, shuffle=True)
-    resumed.load_state_dict(json.loads(json.dumps({**reader.state_dict(), "position": 4})))
+    resumed = StreamRefill(stream, seed=3, shuffle=True, is_main_process=True)
+    resumed.load_state_dict(json.loads(json.dumps({"stream": {**reader.state_dict()["stream"], "position": 4}})))
     assert [row["prompt"] for row in resumed.read(4, set())] == rest
     assert sorted(first + rest) != sorted(first)
 
 
 def test_rows_without_a_prompt_are_told_apart_by_their_content():
     """An environment may supply the prompt: such rows are identified by their other fields."""
-    reader = StreamReader(Dataset.from_dict({"task": [1, 2, 1]}).to_iterable_dataset(), seed=0, shuffle=False)
+    stream = Dataset.from_dict({"task": [1, 2, 1]}).to_iterable_dataset()
+    reader = StreamRefill(stream, seed=0, shuffle=False, is_main_process=True)
     assert [row["task"] for row in reader.read(3, set())] == [1, 2]
 
 

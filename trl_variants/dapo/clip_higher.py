@@ -1,19 +1,11 @@
-"""When clip-higher cannot act, and what makes it act.
+"""When clip-higher cannot act, and what makes it act (docs/algorithms.md, "1. Clip-higher").
 
-Clip-higher (`epsilon_high > epsilon`) bounds the policy ratio pi_theta / pi_old of a row with a positive advantage
-at 1 + epsilon_high instead of 1 + epsilon. The ratio differs from 1 only once the policy has been updated since the
-row was generated. TRL 1.16 generates a batch every `steps_per_generation * num_iterations` micro-steps
-(`GRPOTrainer._prepare_inputs`); when `gradient_accumulation_steps` is a multiple of that, the whole generation batch
-is trained inside one optimizer step, before any update, so every ratio is exactly 1 (TRL then takes the old
-log-probs from the loss's own forward, detached) and the upper clip never binds. That is TRL's default layout
-(`steps_per_generation` = `gradient_accumulation_steps`, `num_iterations=1`). With vLLM's importance-sampling
-correction TRL computes old log-probs separately, but from the same, not yet updated, weights, so the ratio is
-still 1 up to rounding. The DAPO paper trains each rollout batch in 16 updates; here that means
-`steps_per_generation` a multiple (>= 2) of `gradient_accumulation_steps`, or `num_iterations > 1`.
-
-Carried surplus groups (`dynamic_sampling_carry_surplus`) are the exception: they are one optimizer update old, so
-their ratio can reach the clip. Carrying also works in the layouts where clip-higher acts on every row (there a
-carried group is a generation batch older than a fresh one; `trl_variants.dynamic_sampling.carry`).
+The ratio pi_theta / pi_old differs from 1 only once the policy has been updated since the row was generated. When
+`gradient_accumulation_steps` is a multiple of `steps_per_generation * num_iterations` (TRL's default layout), each
+generation batch is trained within one optimizer step, every ratio is 1 (with vLLM's importance-sampling correction
+too, up to rounding) and the upper clip never binds; carried surplus groups, one optimizer update old, are the
+exception. `steps_per_generation` a multiple (>= 2) of `gradient_accumulation_steps`, or `num_iterations > 1`,
+makes it act.
 """
 
 # Objectives whose ratio is clipped at 1 + epsilon_high (TRL 1.16's two-sided clipping). For "cispo" epsilon_high

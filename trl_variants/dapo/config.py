@@ -14,114 +14,25 @@ logger = logging.get_logger(__name__)
 # Every objective TRL 1.16's `GRPOTrainer._compute_loss` implements; "dapo" is DAPO's own and the default.
 TRL_LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 
-DYNAMIC_SAMPLING_METRICS_HELP = (
-    '"accuracy" (the first reward function that is not the soft overlong punishment), "total" (the weighted sum '
-    "of all rewards) or the name of one reward function"
-)
-
 
 @dataclass
 class DAPOConfig(GRPOConfig):
     r"""
     Configuration for [`DAPOTrainer`]: every [`~trl.GRPOConfig`] field, with DAPO's defaults
-    (https://huggingface.co/papers/2503.14476), plus the fields below.
+    (https://huggingface.co/papers/2503.14476: `epsilon_high=0.28`, `loss_type="dapo"`, `beta=0.0`, no overlong
+    filtering), plus the fields of the soft overlong punishment (`overlong_*`), dynamic sampling
+    (`dynamic_sampling*`, `max_rows_per_generate_call`) and prompt skipping (`skip_*`). Each field's help gives its
+    meaning and range; docs/config_reference.md has the full table, with the evidence behind each default.
 
     Relative to `GRPOConfig` it overrides `__post_init__`: before TRL's own checks, the type and range of every
-    numeric field and the rules below (each error names the field, the value and what is allowed); after them,
-    the rules on fields TRL resolves (`max_rows_per_generate_call` against vLLM and continuous batching,
+    numeric field and the rules between fields (each error names the field, the value and what is allowed); after
+    them, the rules on fields TRL resolves (`max_rows_per_generate_call` against vLLM and continuous batching,
     `dynamic_sampling_carry_surplus=True` against `steps_per_generation`).
-
-    Defaults changed relative to `GRPOConfig`:
-        epsilon (`float`, defaults to `0.2`): lower clip range, the paper's epsilon_low.
-        epsilon_high (`float`, defaults to `0.28`): upper clip range ("clip-higher"); must be >= `epsilon`.
-        loss_type (`str`, defaults to `"dapo"`): token-level loss, normalised by the number of completion tokens
-            of the whole generation batch, as DAPO publishes it. Every objective TRL accepts is allowed (`"grpo"`,
-            `"bnpo"`, `"dr_grpo"`, `"cispo"`, `"sapo"`, `"luspo"`, `"vespo"`), with TRL's meaning; dynamic
-            sampling and the overlong punishment act on the rewards and the batch and compose with each. With
-            `"cispo"`, `epsilon_high` is CISPO's cap on the importance weight itself (TRL's meaning): set it
-            above 1 (ScaleRL uses 5.0).
-        beta (`float`, defaults to `0.0`): no KL penalty, as in the paper. Any value >= 0 is accepted.
-        scale_rewards (`str`, defaults to `"group"`): advantages are (r - group mean) / (group std + eps).
-        mask_truncated_completions (`bool`, defaults to `False`): overlong filtering. Off by default because the
-            paper's published reference run uses the soft overlong punishment instead; filtering would take the
-            truncated samples, and with them the punishment's signal, out of the loss.
-
-    Soft overlong punishment (equation 13 of the paper):
-        overlong_buffer_length (`int` or `None`, defaults to `None`): the punishment buffer L_cache, in tokens.
-            When set, the trainer appends the punishment as an extra reward function named
-            `soft_overlong_punishment`: 0 up to `max_completion_length - overlong_buffer_length` tokens, then
-            falling linearly to `-overlong_penalty_factor` at `max_completion_length`. Range: 0 <
-            `overlong_buffer_length` < `max_completion_length`. `None` disables it.
-        overlong_penalty_factor (`float`, defaults to `1.0`): magnitude of the punishment at L_max. Range: >= 0.
-
-    Dynamic sampling (train mode only; evaluation never filters):
-        dynamic_sampling (`bool`, defaults to `True`): keep only prompt groups whose scores are not all equal,
-            generating more prompts until the batch is full of such informative groups.
-        dynamic_sampling_metric (`str`, defaults to `"accuracy"`): the score that decides whether a group is
-            degenerate: `"accuracy"` (the first reward function that is not the soft overlong punishment),
-            `"total"` (the weighted sum of all rewards) or the name of one reward function.
-        dynamic_sampling_tolerance (`float`, defaults to `1e-6`): a group is degenerate when the max - min of its
-            scores is <= this tolerance, so float noise does not make a group informative. Range: >= 0.
-        dynamic_sampling_max_rounds (`int`, defaults to `4`): most generation rounds per generation batch, the
-            first included. Range: >= 1.
-        dynamic_sampling_on_exhausted (`str`, defaults to `"fill"`): what happens when the rounds are used up and
-            the batch is not full: `"fill"` completes it with degenerate groups (no signal on the sampling
-            metric; zero advantage when that metric is the whole reward) and logs it; `"raise"` stops training with an error stating the pass rate.
-        dynamic_sampling_carry_surplus (`bool` or `None`, defaults to `None`): train the informative groups a step
-            found beyond its batch in the next generation batch instead of dropping them, with old log-probs (and
-            vLLM importance weights) from the policy that generated them: at most one generation batch plus its own
-            updates stale (one optimizer update when each generation batch is trained within one optimizer step;
-            7 updates, against 3 for a fresh row, with `steps_per_generation=4, gradient_accumulation_steps=1`).
-            Their policy ratio is logged (`dynamic_sampling/carried_ratio_mean`, `_max`). `True` needs one of
-            `gradient_accumulation_steps` and `steps_per_generation * num_iterations` to be a multiple of the other
-            and a text-only model. `None`: on wherever it is supported, otherwise off with a log line saying why. On by
-            default because in the real-model study (docs/results/real_model_study/report.md) carrying alone passed a
-            non-inferiority test against DAPO as published, with a margin of 0.035 of held-out pass rate per step
-            (one task, one pool of 17 training problems, about 62 % realised power, clip-higher inactive), for less
-            than half its generation per informative trained row; with `skip_degenerate_prompts=False` (the default), `False` is
-            DAPO exactly as published.
-        max_rows_per_generate_call (`int` or `None`, defaults to `None`): most rows one process hands the model's
-            `generate` in one call, with transformers generation (not vLLM). `None`: a generation round's calls are
-            sized from the peak memory earlier calls measured, as many rows as the free memory allows (the fastest
-            on a GPU, where a call of three generation batches costs little more than one of a single batch), and
-            hold one generation batch per process (`GRPOTrainer`'s call) before any measurement and on a device
-            without memory readings (CPU, MPS); see docs/dynamic_sampling.md, "Generation calls and memory". A
-            value cuts every call into calls of whole groups of at most that many rows. An out-of-memory error in
-            a call halves it and
-            retries (not under DeepSpeed ZeRO-3 or FSDP on several processes, where the error names the value to
-            set). Range: a multiple of `num_generations`, or `None`; `None` with `use_vllm` or
-            `use_transformers_continuous_batching`, which schedule their own batches.
-        skip_degenerate_prompts (`bool`, defaults to `False`): skip, before generating them, prompts predicted to
-            give a degenerate group (all correct or all wrong) and replace them by other prompts. `True` needs
-            `dynamic_sampling=True`. Off by default: the real-model study (docs/results/real_model_study/report.md) could
-            not show that skipping with carrying loses less than 0.035 of held-out pass rate per step against DAPO
-            as published, and carrying alone saved as much generation per informative trained row there. With
-            `dynamic_sampling_carry_surplus=False` too, this is DAPO exactly as published. See
-            docs/dynamic_sampling.md.
-        skip_predictor (`str`, defaults to `"posterior"`): how a degenerate group is predicted. `"posterior"`: a
-            per-prompt Beta posterior of the pass rate; a pass rate is drawn from it (Thompson sampling, as in
-            MoPPS, https://arxiv.org/abs/2507.04632) and the prompt is generated when a group would then more
-            likely be informative than not, otherwise with probability `skip_min_explore_probability`.
-            `"streak"`: a prompt degenerate on its last k visits is generated with probability max(p^k,
-            `skip_min_explore_probability`), p adapted per kind (GRESO, https://arxiv.org/abs/2506.02177). Range:
-            `"posterior"`, `"streak"`.
-        skip_memory_epochs (`float`, defaults to `1.0`): `"posterior"` only: half-life of the evidence of wrong
-            answers, in passes over the training dataset (right answers' evidence lasts 8 times longer); evidence
-            fades toward the prior, so prompts that were always wrong are explored again. Range: > 0.
-        skip_target_degenerate_share (`float`, defaults to `0.25`): `"streak"` only: share of generated groups that
-            may be degenerate, split equally between all-correct and all-wrong; each step, p of a kind falls (more
-            skipping) while its share is above half this target and rises while it is below. Range: 0 <= value < 1.
-        skip_probability_step (`float`, defaults to `0.01`): `"streak"` only: how far p moves per step. Range:
-            0 < value <= 1.
-        skip_min_explore_probability (`float`, defaults to `0.01`): the least probability with which a prompt
-            predicted degenerate is still generated, so that prompts which became informative again are found.
-            Range: 0 < value <= 1.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
     epsilon_high: float | None = field(
-        default=0.28,
-        metadata={"help": "Upper clip range epsilon_high (DAPO's clip-higher). Range: >= epsilon."},
+        default=0.28, metadata={"help": "Upper clip range epsilon_high (DAPO's clip-higher). Range: >= epsilon."}
     )
     loss_type: str = field(
         default="dapo",
@@ -133,8 +44,7 @@ class DAPOConfig(GRPOConfig):
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient. DAPO uses no KL term (0.0). Range: >= 0."})
     scale_rewards: str = field(
-        default="group",
-        metadata={"help": 'Advantage scaling: "group" divides by the group std, as DAPO does.'},
+        default="group", metadata={"help": 'Advantage scaling: "group" divides by the group std, as DAPO does.'}
     )
     mask_truncated_completions: bool = field(
         default=False,
@@ -162,15 +72,17 @@ class DAPOConfig(GRPOConfig):
     )
     dynamic_sampling_metric: str = field(
         default="accuracy",
-        metadata={"help": f"Score that decides whether a group is degenerate: {DYNAMIC_SAMPLING_METRICS_HELP}."},
+        metadata={
+            "help": 'Score that decides whether a group is degenerate: "accuracy" (the first reward function that is '
+            'not the soft overlong punishment), "total" (the weighted sum of all rewards) or the name of one reward '
+            "function."
+        },
     )
     dynamic_sampling_tolerance: float = field(
-        default=1e-6,
-        metadata={"help": "A group is degenerate when max - min of its scores <= this. Range: >= 0."},
+        default=1e-6, metadata={"help": "A group is degenerate when max - min of its scores <= this. Range: >= 0."}
     )
     dynamic_sampling_max_rounds: int = field(
-        default=4,
-        metadata={"help": "Most generation rounds per generation batch, the first included. Range: >= 1."},
+        default=4, metadata={"help": "Most generation rounds per generation batch, the first included. Range: >= 1."}
     )
     dynamic_sampling_on_exhausted: str = field(
         default="fill",
@@ -193,13 +105,10 @@ class DAPOConfig(GRPOConfig):
     max_rows_per_generate_call: int | None = field(
         default=None,
         metadata={
-            "help": "Most rows one process hands transformers' generate in one call (not vLLM). None (default): "
-            "calls sized from the peak memory earlier calls measured, within the device's free memory; one "
-            "generation batch per process (GRPOTrainer's call) before any measurement and without memory readings "
-            "(CPU, MPS). A value cuts calls into whole groups of at most that many rows. "
-            "An out-of-memory error halves a call and retries it, "
-            "except under DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or "
-            "None."
+            "help": "Most rows one process hands transformers' generate in one call, in whole groups (not vLLM). None "
+            "(default): sized from the peak memory earlier calls measured; one generation batch per process before "
+            "any measurement and on CPU or MPS. An out-of-memory error halves a call and retries it, except under "
+            "DeepSpeed ZeRO-3 or FSDP on several processes. Range: a multiple of num_generations, or None."
         },
     )
 
@@ -215,7 +124,7 @@ class DAPOConfig(GRPOConfig):
         default="posterior",
         metadata={
             "help": 'How degenerate groups are predicted: "posterior" (a per-prompt Beta posterior of the pass '
-            "rate, Thompson sampling) or \"streak\" (consecutive degenerate visits, with adapted explore "
+            'rate, Thompson sampling) or "streak" (consecutive degenerate visits, with adapted explore '
             'probabilities p; GRESO). Range: "posterior", "streak".'
         },
     )
@@ -235,13 +144,12 @@ class DAPOConfig(GRPOConfig):
         },
     )
     skip_probability_step: float = field(
-        default=0.01,
-        metadata={"help": "How far the explore probability p moves per step. Range: 0 < value <= 1."},
+        default=0.01, metadata={"help": "How far the explore probability p moves per step. Range: 0 < value <= 1."}
     )
     skip_min_explore_probability: float = field(
         default=0.01,
         metadata={
-            "help": "Least probability with which a prompt predicted degenerate is still generated. Range: 0 < value <= 1."
+            "help": "Least probability of still generating a prompt predicted degenerate. Range: 0 < value <= 1."
         },
     )
 

@@ -24,57 +24,37 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     """
     Trainer for DAPO (https://huggingface.co/papers/2503.14476).
 
-    Clip-higher (`epsilon_high`) and the token-level loss (`loss_type="dapo"`) are TRL's own and are switched on by
-    [`DAPOConfig`]'s defaults (any other objective of TRL can be chosen, and trains under dynamic sampling);
-    overlong filtering is TRL's `mask_truncated_completions` (off by default, as in the paper's reference run).
-    Dynamic sampling (train mode, `dynamic_sampling=True`) generates rounds until the batch holds only groups whose
-    accuracy differs, then runs TRL's own scoring pass once on those groups, with tool calls, environment episodes
-    and images as `GRPOTrainer` has them and refill prompts from map-style or streaming datasets
-    (`trl_variants.dynamic_sampling.trainer`). Prompt skipping (`skip_degenerate_prompts`, off by default) replaces
-    prompts whose history predicts a degenerate group before generation (`trl_variants.experimental.prompt_skipping`);
-    carrying (`dynamic_sampling_carry_surplus`, on by default wherever supported) trains informative groups beyond
-    the batch in the next one (`trl_variants.dynamic_sampling.carry`). Both off is DAPO as published.
+    Clip-higher (`epsilon_high`), the token-level loss (`loss_type="dapo"`) and overlong filtering
+    (`mask_truncated_completions`) are TRL's own, switched on by [`DAPOConfig`]'s defaults; this class adds the soft
+    overlong punishment and dynamic sampling, with carrying and, opt-in, prompt skipping (docs/dynamic_sampling.md;
+    docs/architecture.md follows one step through the code). It accepts exactly the arguments of `GRPOTrainer` and
+    overrides these methods, each calling `super()` (the mixin that defines it in brackets):
 
-    Relative to [`~trl.GRPOTrainer`] this class overrides these methods, each calling `super()` (the mixin that
-    defines it in brackets):
-
-    - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). When
-      `overlong_buffer_length` is set, the soft overlong punishment is appended to `reward_funcs` (weight 1.0 when
-      `reward_weights` is given; the caller's config object is left unchanged) and logged as
-      `rewards/soft_overlong_punishment`. The datasets are checked after TRL's construction. One info line when
-      clip-higher cannot act (each generation batch trained within one optimizer step, TRL's default layout) says how
-      to make it act (`trl_variants.dapo.clip_higher`).
+    - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). Appends the soft
+      overlong punishment when `overlong_buffer_length` is set (weight 1.0 when `reward_weights` is given, on a copy
+      of the caller's config), checks the datasets, and logs one line when clip-higher cannot act (`clip_higher`).
     - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling=True`,
       generation rounds, the keep/drop decision shared by all processes, carrying and the row exchange, then TRL's
-      method on this process's trained rows; otherwise TRL's method alone.
-    - `_compute_loss` (`DynamicSamplingMixin`): when carried rows are trained and TRL computed no old log-probs,
-      fresh rows take theirs from the loss's own forward, detached (TRL's ratio 1), carried rows their generating
-      policy's; in every layout, the carried rows' policy ratio is logged per optimizer step
-      (`dynamic_sampling/carried_ratio_mean`, `_max`); otherwise TRL's method alone.
-    - `_generate_single_turn` (`DynamicSamplingMixin`): with transformers generation, a round goes to `generate` in
-      calls of at most `max_rows_per_generate_call` rows, and a call that runs out of memory is halved and retried;
-      vLLM and continuous batching are TRL's alone.
-    - `_prepare_inputs` (`DynamicSamplingMixin`): when rows are named by dataset index (prompt skipping, or groups
-      straddling processes), pairs each generation batch with the indices its sampler drew.
-    - `_get_dataloader` (`DynamicSamplingMixin`): in that case, the train sampler records the indices it yields.
+      method on this process's trained rows.
+    - `_compute_loss` (`DynamicSamplingMixin`): old log-probs for fresh rows beside carried ones, and the carried
+      rows' policy ratio (`dynamic_sampling/carried_ratio_mean`, `_max`).
+    - `_generate_single_turn` (`DynamicSamplingMixin`): transformers generation in calls of at most
+      `max_rows_per_generate_call` rows, a call that runs out of memory halved and retried.
+    - `_prepare_inputs` (`DynamicSamplingMixin`): pairs each generation batch with the dataset indices its sampler
+      drew, when rows are named by index (prompt skipping, or groups straddling processes).
+    - `_get_dataloader` (`DynamicSamplingMixin`): then the train sampler records the indices it yields.
     - `get_resumed_dataloader` (`DynamicSamplingMixin`): drops the recorded indices of the batches a resume skips.
-    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, made to draw on resume the prompts an
-      uninterrupted run would, and cycled when the dataset has fewer prompts than one generation batch.
-    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked, and a failure on any process stops
-      all processes together.
+    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, drawing on resume what an uninterrupted run
+      would, and cycled when the dataset has fewer prompts than one generation batch.
+    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked; a failure stops all processes together.
     - `train` (`ReliabilityMixin`): resumes from the latest complete checkpoint and refuses a half-written one.
-    - `_save_checkpoint`: also saves the dynamic-sampling state (with the per-prompt history when skipping),
-      before transformers' own files.
+    - `_save_checkpoint`: saves the dynamic-sampling state first, before transformers' own files.
     - `_load_optimizer_and_scheduler`: also restores that state.
-    - `create_model_card` (`VariantModelCardMixin`): the card is tagged `trl-variants` and `dapo`, cites the paper,
-      lists the settings, and links no base model or dataset that is not on the Hub.
+    - `create_model_card` (`VariantModelCardMixin`): tags `trl-variants` and `dapo`, the paper, the settings, and no
+      link to a base model or dataset that is not on the Hub.
 
-    Besides these overrides, the package replaces some of TRL's attributes for the length of a call (TRL's
-    `rollout_func` and `_calculate_rewards` in the replay, the module global `trl.trainer.grpo_trainer.gather`, vLLM's
-    sleep, ...): every such interception is in `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it
-    relies on.
-
-    It accepts exactly the arguments of `GRPOTrainer`.
+    Every place where the package replaces a TRL attribute for the length of a call is in
+    `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it relies on.
     """
 
     _tag_names = ["trl", TRL_VARIANTS_TAG, "dapo"]

@@ -11,20 +11,13 @@ from ..reliability.config_checks import check_common_fields, require
 class DrGRPOConfig(GRPOConfig):
     r"""
     Configuration for [`DrGRPOTrainer`] (Dr.GRPO, https://huggingface.co/papers/2503.20783): every
-    [`~trl.GRPOConfig`] field, with the two settings that make GRPO unbiased fixed.
+    [`~trl.GRPOConfig`] field, with the two settings that make GRPO unbiased fixed: `loss_type="dr_grpo"` (no
+    per-completion length normalisation) and `scale_rewards="none"` (no std division, which TRL's
+    `loss_type="dr_grpo"` alone keeps); `beta` defaults to 0.0, as in the paper's runs. docs/config_reference.md,
+    "DrGRPOConfig", has the table.
 
-    TRL's `loss_type="dr_grpo"` on its own removes only the length bias; advantages are still divided by the
-    group std unless `scale_rewards="none"` is also set. This config sets both and rejects anything else: it
-    overrides `GRPOConfig`'s `__post_init__` to check, before TRL's own checks, the type and range of every numeric
-    field, `loss_type` and `scale_rewards` (each error names the field, the value and what is allowed).
-
-    Defaults changed relative to `GRPOConfig`:
-        loss_type (`str`, defaults to `"dr_grpo"`): per-token losses are summed and divided by the constant
-            `per_device_train_batch_size * max_completion_length`, not by each completion's length. Only `"dr_grpo"` is
-            accepted.
-        scale_rewards (`str`, defaults to `"none"`): advantage = r - group mean, with no std division. Only
-            `"none"` is accepted.
-        beta (`float`, defaults to `0.0`): no KL term, as in the paper's runs. Any value >= 0 is accepted.
+    It overrides `GRPOConfig`'s `__post_init__` to check, before TRL's own checks, the type and range of every
+    numeric field, `loss_type` and `scale_rewards` (each error names the field, the value and what is allowed).
     """
 
     loss_type: str = field(
@@ -32,8 +25,7 @@ class DrGRPOConfig(GRPOConfig):
         metadata={"help": 'Must be "dr_grpo": token sum over a constant normaliser (max_completion_length).'},
     )
     scale_rewards: str = field(
-        default="none",
-        metadata={"help": 'Must be "none": advantage = reward - group mean, without the std division.'},
+        default="none", metadata={"help": 'Must be "none": advantage = reward - group mean, without the std division.'}
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; Dr.GRPO's runs use 0.0. Range: >= 0."})
 

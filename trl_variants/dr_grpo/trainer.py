@@ -13,23 +13,18 @@ class DrGRPOTrainer(ReliabilityMixin, VariantModelCardMixin, GRPOTrainer):
     """
     Trainer for Dr.GRPO (https://huggingface.co/papers/2503.20783).
 
-    Relative to [`~trl.GRPOTrainer`] the loss and advantages are untouched: the algorithm lives entirely in
-    [`DrGRPOConfig`], which fixes `loss_type="dr_grpo"` (token sum over the constant
-    `max_completion_length`, removing the length bias) and `scale_rewards="none"` (advantage = reward - group
-    mean, removing the std-division difficulty bias). This class overrides these methods, each calling `super()`
-    (the mixin that defines it in brackets):
+    The loss and advantages are TRL's: the algorithm lives entirely in [`DrGRPOConfig`] (`loss_type="dr_grpo"`,
+    `scale_rewards="none"`). It accepts exactly the arguments of `GRPOTrainer` and overrides these methods, each
+    calling `super()` (the mixin that defines it in brackets):
 
     - `__init__`: `args` must be a `DrGRPOConfig` (a plain `GRPOConfig` could silently keep either bias);
       `args=None` builds one named after the model. The datasets are checked after TRL's construction.
-    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, made to draw on resume the prompts an
-      uninterrupted run would, and cycled when the dataset has fewer prompts than one generation batch.
-    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked, and a failure on any process stops
-      all processes together.
+    - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, drawing on resume what an uninterrupted run
+      would, and cycled when the dataset has fewer prompts than one generation batch.
+    - `_calculate_rewards` (`ReliabilityMixin`): every reward call is checked; a failure stops all processes together.
     - `train` (`ReliabilityMixin`): resumes from the latest complete checkpoint and refuses a half-written one.
-    - `create_model_card` (`VariantModelCardMixin`): the card is tagged `trl-variants` and `dr-grpo`, cites the
-      paper, lists the settings, and links no base model or dataset that is not on the Hub.
-
-    It accepts exactly the arguments of `GRPOTrainer`.
+    - `create_model_card` (`VariantModelCardMixin`): tags `trl-variants` and `dr-grpo`, the paper, the settings, and
+      no link to a base model or dataset that is not on the Hub.
     """
 
     _tag_names = ["trl", TRL_VARIANTS_TAG, "dr-grpo"]

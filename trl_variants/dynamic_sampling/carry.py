@@ -5,27 +5,14 @@ groups than its batch holds. Without carrying, that surplus is generated, scored
 it is trained in the next generation batch, placed before that batch's fresh groups so that it is always used
 there and never carried twice: a carried group is at most one generation batch old.
 
-Correctness rests on the old log-probs. A carried group was sampled by the policy that generated generation batch
-k (the model during phase 1 of that batch) but is trained in batch k+1, after the optimizer updates between them.
-Its importance ratio must therefore be taken against its generating policy, as TRL does for fresh rows that
-`steps_per_generation > gradient_accumulation_steps` makes stale, never against the policy at batch k+1 (that
-would make its ratio start at 1 and hide its staleness). So:
-
-1. In batch k, right after selection, one no-grad forward over the carried rows only (through TRL's own
-   `_get_per_token_logps_and_entropies`, so temperature and chunking are TRL's) records each carried row's
-   per-token log-probs. Phase 1 runs before any update of batch k: this is the generating policy.
-2. In batch k+1, TRL's unchanged `_generate_and_score_completions` scores the batch. Where TRL computes old
-   log-probs itself (a generation batch spanning several optimizer updates, `gradient_accumulation_steps %
-   (steps_per_generation * num_iterations) != 0`, or vLLM with importance-sampling correction), it computes them
-   with the policy at the start of batch k+1, which generated the fresh rows: its first log-prob call is
-   intercepted, runs the policy over the fresh rows only (`rows_to_score`) and gives the carried rows the recorded
-   log-probs *before* TRL uses them, so fresh rows keep TRL's old log-probs, no row's are computed twice, and TRL's
-   own code derives the vLLM importance-sampling ratio (every truncation/mask mode) from the generating policy's
-   log-probs and vLLM's sampling log-probs of the same row.
-   Where TRL computes none (each generation batch trained within one optimizer step, without vLLM: its loss then
-   uses each row's own log-probs, detached, as old ones: ratio 1), the batch carries the recorded log-probs, and
-   the loss takes the fresh rows' old log-probs from its own forward, detached, exactly as TRL does
-   (`carried_rows_in_loss`). No forward beyond TRL's own is run for the batch.
+Correctness rests on the old log-probs (docs/dynamic_sampling.md, "Carrying surplus groups", gives the argument):
+a carried group's PPO ratio is taken against the policy that generated it, never against the policy that trains it.
+In batch k, before any update, `record_generating_logps` runs one no-grad forward over the carried rows only. In
+batch k+1, where TRL computes old log-probs itself (several updates per generation batch, or vLLM's
+importance-sampling correction), its first log-prob call scores the fresh rows only (`rows_to_score`,
+`scoring_rows_only`) and the carried rows get the recorded log-probs before TRL uses them
+(`place_generating_logps`), so TRL's own code derives every ratio from them; where TRL computes none (ratio 1), the
+loss's own forward fills the fresh rows' and the carried rows get the recorded ones (trl_hooks.carried_rows_in_loss).
 
 Staleness (docs/dynamic_sampling.md, "Carrying surplus groups"): carrying is supported where one of
 `gradient_accumulation_steps` and `steps_per_generation * num_iterations` divides the other

@@ -99,11 +99,6 @@ def load_carried_groups(trainer, checkpoint_dir: str) -> list[list[GeneratedRow]
             f"{batch_groups} groups on {trainer.accelerator.num_processes} processes; resume with a generation batch "
             "of at least as many groups."
         )
-    rows = [_as_row(fields) for fields in saved]
+    rows = [GeneratedRow(**fields) for fields in saved]
     return [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
 
-
-def _as_row(saved: dict) -> GeneratedRow:
-    rewards = saved.get("rewards")
-    # Checkpoints written before rows carried plain floats hold a tensor.
-    return GeneratedRow(**{**saved, "rewards": rewards.tolist() if isinstance(rewards, torch.Tensor) else rewards})

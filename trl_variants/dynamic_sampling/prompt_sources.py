@@ -1,51 +1,14 @@
-"""Where a step's prompts come from, and how each is named, for dynamic sampling.
+"""Where a step's prompts come from, and how each is named, for dynamic sampling (docs/dynamic_sampling.md, "The
+refill sampler", "Streaming datasets" and "What crosses processes").
 
-Refill prompts come from a source of their own, independent of the trainer's dataloader, so that drawing refills
-changes neither the step and epoch accounting nor the learning-rate schedule, and identical on every process:
-
-- a map-style dataset: `RefillSampler`, a fresh seeded permutation each pass over the dataset;
-- a stream (`datasets.IterableDataset`): `StreamRefill`, below.
-
-Dataloader rows are named by dataset index when another process may have to generate them (prompt skipping, or
-groups straddling processes): `DatasetIndices`, below.
-
-Streams. A stream has no length and no random access, so the map-style `RefillSampler` cannot serve it. `StreamRefill`
-takes its place with the same interface (`draw`, `state_dict`, `load_state_dict`) plus `row`, which returns a
-drawn prompt's row:
-
-- Refill prompts are the next unread rows of the refill reader's own pass over the stream, read in stream order
-  (shuffled with a buffer and the seed `seed + pass`, as TRL shuffles the dataloader's stream, when
-  `shuffle_dataset=True`). Like `RefillSampler`, the reader is independent of the dataloader, so the step, epoch
-  and learning-rate accounting stay `GRPOTrainer`'s; at the end of the stream it starts a new pass.
-- A prompt is keyed by a hash of its content (`prompt_key`), since stream rows carry no index; prompt skipping keeps
-  its history under that key, in a table of `STREAM_KEY_SPACE` slots (two prompts that share a slot share a history).
-- A prompt whose key the step's batch already holds (the dataloader's or an earlier refill's prompt, or rarely
-  another prompt in the same slot) is passed over, so no prompt is generated twice in one batch and a key names
-  one row of the step.
-- Only the main process reads the stream; the rows it drew are broadcast, so every process generates the same
-  prompts and takes the same decisions even when the stream is not deterministic. A read that fails is broadcast
-  as a failure and raised on every process, so none waits in a collective the others skipped.
-- When a whole pass yields no usable prompt (the stream is empty on a new pass, as a one-shot generator is, or
-  holds nothing but prompts already in the batch), `draw` returns fewer prompts than asked, the round stops, and
-  `dynamic_sampling_on_exhausted` decides as when the rounds run out: fill the batch and train, or raise.
-- The checkpoint holds the pass and the position in it; a resumed run reads the stream again up to that
-  position, so it continues with the prompt the interrupted run would have read next.
-
-Dataset indices of dataloader rows. The dataset index of every training dataloader row is recorded on the
-sampler's side, so that rows reach TRL (and `_prepare_inputs`, and reward functions) exactly as the dataset gives
-them, with no column added.
-
-TRL's train sampler yields the same index stream on every process (it is seeded alike). A dataloader batch of `B`
-rows per process takes, over the `N` processes, the next `N * B` indices of that stream, process `p` the `p`-th
-slice of `B` (accelerate's `BatchSamplerShard` gives process `p` batches `p, p + N, ...` of the unsharded loader).
-`RecordingSampler` keeps the indices it has yielded, first in first out; the trainer takes one batch's worth for
-each batch it receives, in order, which prefetching and loader workers do not change (the sampler runs in the
-main process, and batches come out in sampler order). A resumed run's skipped batches are drawn from the sampler
-but never delivered; the trainer announces them (`skip_batches`) so their indices are dropped too.
+Refill prompts come from a source of their own, independent of the trainer's dataloader (so the step, epoch and
+learning-rate accounting stay `GRPOTrainer`'s) and identical on every process: `RefillSampler` for a map-style
+dataset, `StreamRefill` for a `datasets.IterableDataset`, whose prompts are keyed by a hash of their content
+(`prompt_key`) and read by the main process only, then broadcast. `DatasetIndices` names dataloader rows by dataset
+index (a stream's by prompt key) when another process may have to generate them (prompt skipping), recording the indices on the sampler's side so that no column is added to the rows.
 """
 
 import hashlib
-import itertools
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -59,11 +22,7 @@ from torch.utils.data import Sampler
 
 @dataclass
 class RefillSampler:
-    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset.
-
-    It is independent of the trainer's dataloader, so drawing refills changes neither the step and epoch
-    accounting nor the learning-rate schedule, and it is identical on every process for the same seed.
-    """
+    """Draws dataset indices for refill rounds: a fresh seeded permutation each pass over the dataset."""
 
     dataset_size: int
     seed: int
@@ -75,19 +34,14 @@ class RefillSampler:
         if self.dataset_size < 1:
             raise ValueError(f"RefillSampler: dataset_size must be >= 1, got {self.dataset_size}.")
 
-    def _permutation(self) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return torch.randperm(self.dataset_size, generator=generator).tolist()
-
     def draw(self, count: int) -> list[int]:
         drawn = []
         while len(drawn) < count:
-            if not self._order:
-                self._order = self._permutation()
             if self.position >= self.dataset_size:
-                self.epoch += 1
-                self.position = 0
-                self._order = self._permutation()
+                self.epoch, self.position, self._order = self.epoch + 1, 0, []
+            if not self._order:
+                generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+                self._order = torch.randperm(self.dataset_size, generator=generator).tolist()
             take = min(count - len(drawn), self.dataset_size - self.position)
             drawn.extend(self._order[self.position : self.position + take])
             self.position += take
@@ -107,8 +61,7 @@ class RefillSampler:
                 f"RefillSampler: the checkpoint's dataset has {state['dataset_size']} rows, this one has "
                 f"{self.dataset_size}; resume with the same training dataset."
             )
-        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
-        self._order = []
+        self.seed, self.epoch, self.position, self._order = state["seed"], state["epoch"], state["position"], []
 
 
 # Slots of the hashed prompt keys: 2**20 slots cost 12 MB of skipping history (posterior) or 2 MB (streak).
@@ -117,38 +70,28 @@ STREAM_KEY_SPACE = 1 << 20
 SHUFFLE_BUFFER = 1000
 
 
-def prompt_text(prompt) -> str:
-    """A canonical text of a prompt (a string or chat messages), for duplicate checks and keys."""
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
-
-
-def row_prompt(row: dict):
-    """What identifies a row's prompt: its `prompt`, or the whole row where an environment supplies the prompt."""
-    return row["prompt"] if "prompt" in row else row
-
-
 def prompt_key(prompt) -> int:
-    """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt: the same on every process and in every run."""
-    digest = hashlib.blake2b(prompt_text(prompt).encode("utf-8"), digest_size=8).digest()
+    """A stable key in `[0, STREAM_KEY_SPACE)` for a prompt (of a row: `row.get("prompt", row)`, the whole row where
+    an environment supplies the prompt): the same on every process and in every run."""
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") % STREAM_KEY_SPACE
 
 
-class StreamReader:
-    """Reads the rows of an iterable dataset in passes and knows where it stands: `(pass_index, position)`."""
+class StreamRefill:
+    """The refill source of a streaming dataset, read in passes (see the module docstring). `draw` returns prompt
+    keys, distinct within a step (a prompt whose key the step already holds is passed over, so two prompts that share
+    a slot are never in one batch); `row` returns the row drawn under a key in the current step."""
 
-    def __init__(self, dataset, seed: int, shuffle: bool):
-        self.dataset, self.seed, self.shuffle = dataset, seed, shuffle
-        self.pass_index = 0
-        self.position = 0
+    def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
+        self.dataset, self.seed, self.shuffle, self.is_main_process = dataset, seed, shuffle, is_main_process
+        self.pass_index, self.position, self._iterator = 0, 0, None
         # Rows in one complete pass, once a pass has been read to its end.
         self.rows_per_pass: int | None = None
-        self._iterator = None
-
-    def _open(self):
-        stream = self.dataset
-        if self.shuffle and hasattr(stream, "shuffle"):
-            stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
-        self._iterator = itertools.islice(iter(stream), self.position, None)
+        self._taken: set[int] = set()
+        self._rows: dict[int, dict] = {}
+        # True once a draw came back short because the stream had no usable prompt left.
+        self.ran_dry = False
 
     def read(self, count: int, taken: set[int]) -> list[dict]:
         """The next `count` rows whose prompt key is not in `taken` (which they are added to). Fewer when a whole
@@ -156,7 +99,10 @@ class StreamReader:
         rows, misses = [], 0
         while len(rows) < count:
             if self._iterator is None:
-                self._open()
+                stream = self.dataset
+                if self.shuffle and hasattr(stream, "shuffle"):
+                    stream = stream.shuffle(seed=self.seed + self.pass_index, buffer_size=SHUFFLE_BUFFER)
+                self._iterator = islice(iter(stream), self.position, None)
             row = next(self._iterator, None)
             if row is None:
                 empty_pass = self.position == 0
@@ -166,7 +112,7 @@ class StreamReader:
                     break
                 continue
             self.position += 1
-            key = prompt_key(row_prompt(row))
+            key = prompt_key(row.get("prompt", row))
             if key in taken:
                 misses += 1
                 if self.rows_per_pass is not None and misses >= self.rows_per_pass:
@@ -176,28 +122,6 @@ class StreamReader:
             taken.add(key)
             rows.append(dict(row))
         return rows
-
-    def state_dict(self) -> dict:
-        return {"pass_index": self.pass_index, "position": self.position, "rows_per_pass": self.rows_per_pass}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pass_index, self.position = int(state["pass_index"]), int(state["position"])
-        self.rows_per_pass = state.get("rows_per_pass")
-        self._iterator = None
-
-
-class StreamRefill:
-    """The refill source of a streaming dataset (see the module docstring). `draw` returns prompt keys, distinct
-    within a step (a prompt whose key the step already holds is passed over, so two prompts that share a slot are
-    never in one batch); `row` returns the row drawn under a key in the current step."""
-
-    def __init__(self, dataset, seed: int, shuffle: bool, is_main_process: bool):
-        self.reader = StreamReader(dataset, seed, shuffle)
-        self.is_main_process = is_main_process
-        self._taken: set[int] = set()
-        self._rows: dict[int, dict] = {}
-        # True once a draw came back short because the stream had no usable prompt left.
-        self.ran_dry = False
 
     def begin_step(self, keys: list[int], rows: list[dict] | None = None) -> None:
         """Starts a step whose batch already holds the prompts `keys` (the dataloader's), with their `rows` where
@@ -210,7 +134,7 @@ class StreamRefill:
         payload = [None]
         if self.is_main_process:
             try:
-                payload[0] = ("rows", self.reader.read(count, self._taken), self.reader.state_dict())
+                payload[0] = ("rows", self.read(count, self._taken), self.state_dict())
             except Exception as error:  # broadcast, so that every process raises instead of waiting
                 payload[0] = ("error", f"{type(error).__name__}: {error}", None)
         broadcast_object_list(payload, from_process=0)
@@ -219,10 +143,10 @@ class StreamRefill:
             raise RuntimeError(
                 f"dynamic_sampling: reading refill prompts from the streaming train_dataset failed: {rows}"
             )
-        keys = [prompt_key(row_prompt(row)) for row in rows]
+        keys = [prompt_key(row.get("prompt", row)) for row in rows]
         if not self.is_main_process:
             self._taken.update(keys)
-            self.reader.load_state_dict(state)
+            self.load_state_dict(state)
         self.ran_dry = self.ran_dry or len(rows) < count
         self._rows.update(zip(keys, rows, strict=True))
         return keys
@@ -236,10 +160,11 @@ class StreamRefill:
     @property
     def rows_read(self) -> int:
         """Rows of one pass, or the rows read so far while the first pass is not complete."""
-        return self.reader.rows_per_pass or max(1, self.reader.position)
+        return self.rows_per_pass or max(1, self.position)
 
     def state_dict(self) -> dict:
-        return {"stream": self.reader.state_dict()}
+        position = {"pass_index": self.pass_index, "position": self.position, "rows_per_pass": self.rows_per_pass}
+        return {"stream": position}
 
     def load_state_dict(self, state: dict) -> None:
         if "stream" not in state:
@@ -247,7 +172,9 @@ class StreamRefill:
                 "dynamic_sampling: the checkpoint's refill state is a map-style dataset's, but train_dataset is a "
                 "stream; resume with the training dataset the checkpoint was saved with."
             )
-        self.reader.load_state_dict(state["stream"])
+        stream = state["stream"]
+        self.pass_index, self.position = int(stream["pass_index"]), int(stream["position"])
+        self.rows_per_pass, self._iterator = stream.get("rows_per_pass"), None
 
 
 class RecordingSampler(Sampler):
@@ -274,7 +201,7 @@ class RecordingSampler(Sampler):
             raise AttributeError(name)
         return getattr(self.sampler, name)
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int) -> None:  # always present, as accelerate's `set_epoch` looks for it
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
@@ -283,12 +210,10 @@ class RecordingSampler(Sampler):
         self._batches_to_skip = count
 
     def take_batch(self, rows: int, process_index: int, num_processes: int, delivered=None) -> list[int]:
-        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`.
-
-        `delivered(indices)` tells whether this process's batch holds those dataset rows; a batch paired with the
-        wrong indices would corrupt the prompt history without a sound, so it is refused. Where the Trainer skipped
-        a resumed epoch's batches without announcing them (transformers releases without
-        `get_resumed_dataloader`), whole batches are dropped until the recorded ones are those delivered."""
+        """The dataset indices of the next delivered batch of `rows` rows on process `process_index`. A batch that
+        `delivered(indices)` says does not hold those rows is refused, except that where the Trainer skipped a resumed
+        epoch's batches unannounced (transformers without `get_resumed_dataloader`), whole batches are dropped until
+        the recorded ones are those delivered."""
         global_rows = rows * num_processes
         needed = (self._batches_to_skip + 1) * global_rows
         if len(self._recorded) < needed:
@@ -299,7 +224,8 @@ class RecordingSampler(Sampler):
                 "off)."
             )
         searching = not self._batches_to_skip
-        self._drop(self._batches_to_skip * global_rows)
+        for _ in range(self._batches_to_skip * global_rows):
+            self._recorded.popleft()
         self._batches_to_skip = 0
         own = slice(process_index * rows, (process_index + 1) * rows)
         while delivered is not None and not delivered(candidate := list(islice(self._recorded, global_rows))[own]):
@@ -309,39 +235,23 @@ class RecordingSampler(Sampler):
                     "whose index the train sampler recorded for it; the training dataloader must deliver batches in "
                     "sampler order."
                 )
-            self._drop(global_rows)
-        batch = [self._recorded.popleft() for _ in range(global_rows)]
-        return batch[own]
-
-    def _drop(self, count: int) -> None:
-        for _ in range(count):
-            self._recorded.popleft()
-
-
-class BatchRowIndices:
-    """One dataloader batch's rows and their dataset indices. Rows are found by identity: they are the very objects
-    the dataloader delivered, kept alive here, so no other live object can share their `id`."""
-
-    def __init__(self, rows: list[dict], indices: list[int]):
-        self.rows = rows
-        self._index_by_id = {id(row): index for row, index in zip(rows, indices, strict=True)}
-
-    def index_of(self, row: dict) -> int:
-        """The dataset index of `row`, or -1 for a row that is not one of this batch's."""
-        return self._index_by_id.get(id(row), -1)
+            for _ in range(global_rows):
+                self._recorded.popleft()
+        return [self._recorded.popleft() for _ in range(global_rows)][own]
 
 
 class DatasetIndices:
     """Names the training dataloader's rows by dataset index (a stream's prompt key), so that any process can
-    generate any of them: for prompt skipping's picks, and for groups straddling processes. The trainer's
-    `_get_dataloader`, `get_resumed_dataloader` and `_prepare_inputs` call `wrap_sampler`, `skip_batches` and
-    `pair_batch`; `key` names a row. `reason` says why rows are named (for error messages), `None` when they are not:
-    then every method leaves the dataloader alone."""
+    generate any of them. The trainer's `_get_dataloader`, `get_resumed_dataloader` and `_prepare_inputs` call
+    `wrap_sampler`, `skip_batches` and `pair_batch`; `key` names a row. `reason` says why rows are named (for error
+    messages); with `None` every method leaves the dataloader alone."""
 
     def __init__(self, reason: str | None, streaming: bool, train_dataset):
         self.reason, self.streaming, self.train_dataset = reason, streaming, train_dataset
         self.recording: RecordingSampler | None = None
-        self.batch: BatchRowIndices | None = None
+        # The latest batch's rows, found by identity: kept alive here, so no other live object can share their `id`.
+        self.batch_rows: list[dict] = []
+        self.index_by_id: dict[int, int] = {}
 
     def wrap_sampler(self, sampler_fn, args):
         """The training dataloader's `sampler_fn`, recording what it yields when rows are named by index."""
@@ -377,18 +287,16 @@ class DatasetIndices:
         """Pairs a training generation batch with the dataset indices its sampler drew."""
         if self.recording is None:
             return
+        first = generation_batch[0]  # one row read per batch checks the pairing
         indices = self.recording.take_batch(
             len(generation_batch), process_index, num_processes,
-            delivered=lambda indices: self.rows_match(generation_batch[0], indices[0]),
+            delivered=lambda drawn: "prompt" not in first or self.train_dataset[drawn[0]]["prompt"] == first["prompt"],
         )  # fmt: skip
-        self.batch = BatchRowIndices(generation_batch, indices)
-
-    def rows_match(self, row: dict, index: int) -> bool:
-        """Whether dataloader `row` is row `index` of train_dataset; one row read per batch checks the pairing."""
-        return "prompt" not in row or self.train_dataset[index]["prompt"] == row["prompt"]
+        self.batch_rows = generation_batch
+        self.index_by_id = {id(row): index for row, index in zip(generation_batch, indices, strict=True)}
 
     def key(self, row: dict) -> int:
         """A dataloader row's key: its dataset index, or its prompt's hash on a stream (-1: none)."""
         if self.streaming:
-            return prompt_key(row_prompt(row))
-        return -1 if self.batch is None else self.batch.index_of(row)
+            return prompt_key(row.get("prompt", row))
+        return self.index_by_id.get(id(row), -1)

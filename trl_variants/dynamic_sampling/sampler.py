@@ -6,19 +6,16 @@ decision, which every process takes alike. The trainer then replays this process
 unchanged `_generate_and_score_completions` (phase 2, trl_hooks.py).
 
 A round (`generate_round`): each segment of the round (the dataloader's batch, a refill) is split over the
-processes in contiguous shares of whole groups (`call_order`); each process generates and scores its share through
-TRL's own `_generate` and `_calculate_rewards` (so vLLM server/colocate modes, weight sync and every reward function
-run as in `GRPOTrainer`, each reward function once per completion), and one `gather_object` gives every process
-every row of the round, rewards included. Every process then holds the step's groups in generation order and takes
-the decision (`selection.decide_round`) on them; the trained batch is laid out as TRL expects it, carried groups
-first, and process `p` trains its contiguous slice. Gathering each round's rows costs 4.5 to 5.2 times the bytes
-of moving only the trained rows that must change process, which was measured to be a few percent of a gradient
-all-reduce at scale (docs/results/exchange_vs_gather), for one step with no row placement to plan.
+processes in contiguous shares (`call_order`); each process generates and scores its share through TRL's own
+`_generate` and `_calculate_rewards` (so every generation backend and reward function runs as in `GRPOTrainer`),
+and one `gather_object` gives every process every row of the round. Every process then takes the decision
+(`selection.decide_round`) on the step's groups in generation order, and trains its contiguous slice of the batch,
+carried groups first. The gather costs 4.5 to 5.2 times the bytes of moving only the rows that must change process,
+a few percent of a gradient all-reduce at scale (docs/results/exchange_vs_gather).
 
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a dataset
-index (a prompt key for a streaming dataset). Every process knows every source (refills are drawn by a sampler
-identical on all processes), so no prompt row crosses processes; a stream's refill rows are the exception, read by
-the main process and broadcast (prompt_sources.py). docs/architecture.md follows one step through it.
+index (a prompt key for a stream), drawn alike on every process (prompt_sources.py). docs/architecture.md follows
+one step through it.
 """
 
 import copy

@@ -10,18 +10,12 @@ earliest degenerate ones; the earliest surplus informative groups are carried, u
 carrying; with it, the next batch's number of groups, since a carried group must be trained in the very next batch
 or not at all), and the rest dropped.
 
-Options. Which of dynamic sampling's two savings a run uses: prompt skipping and carrying surplus groups.
+Options (`resolve_sampling_options`): whether the run skips prompts and carries surplus groups. The defaults follow
+the real-model study (docs/dynamic_sampling.md, "Carrying surplus groups"); a default never refuses a run that the
+explicit `False` would train: where carrying cannot work it resolves to off and says why.
 
-The real-model study (docs/results/real_model_study_method.md, a non-inferiority test against DAPO as published)
-decides both defaults, and a test holds them to its decision. Skipping with carrying was not shown non-inferior,
-so `skip_degenerate_prompts` defaults to `False`; carrying alone was, so `dynamic_sampling_carry_surplus` defaults
-to `None`, "on wherever it is supported". A default must never refuse a run that the explicit setting `False` would
-train, so where carrying cannot work the default resolves to off and says why; only an explicit `True` is refused
-there.
-
-The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step, which
-TRL's own `reward` no longer shows under dynamic sampling: TRL measures the trained batch, which holds informative
-(mixed) groups only.
+The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step; TRL's
+`reward` measures the trained batch, which holds informative groups only.
 """
 
 import math

@@ -10,19 +10,12 @@ can be checked at run time, the function checks it and fails naming the TRL vers
 What is not here: overrides of `GRPOTrainer` methods, which subclass methods calling `super()` make (listed in
 `DAPOTrainer`'s docstring, "Overrides"); and `vllm_cpu.keep_linear_weights_reloadable`, which patches vLLM, not TRL.
 
-Phase 1 (generation rounds, `sampler.py`):
-- `generate_like_trl`: TRL's `_generate_and_score_completions` run up to the end of `_generate`, with the tool loop
-  recorded (`_tool_call_loop`, the tool functions of `_sync_tool_dicts`/`_async_tool_dicts`);
-- `extra_logs_set_aside`: `_pending_extra_logs` fresh for a round's `_calculate_rewards`;
-- `engine_awake_across_rounds`: vLLM colocate's sleep, wake-up and weight sync put off across a step's rounds.
-Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`):
-- `replaying_generation_and_rewards`: `rollout_func` and `_calculate_rewards` hand back the recorded completions and
-  rewards;
-- `replaying_tools_and_environments`: `_tool_call_loop` returns its recorded result, and the environments are hidden;
-- `scoring_with_generating_logps` and `carried_rows_in_loss`: the next `_get_per_token_logps_and_entropies` call
-  gives carried rows their generating policy's log-probs (carry.py explains why).
-Every step (`reliability/trainer.py`):
-- `reward_funcs_replaced`: `reward_funcs` swapped for guarded ones during one `_calculate_rewards` call.
+Phase 1 (generation rounds, `sampler.py`): `generate_like_trl` (TRL's `_generate_and_score_completions` up to the
+end of `_generate`, the tool loop recorded), `extra_logs_set_aside` (`_pending_extra_logs` fresh for a round's
+rewards), `engine_awake_across_rounds` (vLLM colocate's sleep and weight sync put off across a step's rounds).
+Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`): `replaying_generation_and_rewards`,
+`replaying_tools_and_environments`, and `scoring_with_generating_logps` and `carried_rows_in_loss` (carried rows'
+generating log-probs, carry.py). Every step (`reliability/trainer.py`): `reward_funcs_replaced`.
 
 Tools and environments (docs/dynamic_sampling.md, "Tools, environments and vision-language models"): phase 1 runs
 TRL's own prompt preparation (environment resets and observations, tool functions, images) and stops right after
@@ -74,9 +67,8 @@ def instance_override(owner, name: str, value):
 class _Generated(BaseException):
     """Stops TRL's scoring pass right after generation, carrying what `_generate` got and returned.
 
-    Control flow through TRL's frames, so a `BaseException` (as `GeneratorExit` and `KeyboardInterrupt` are): an
-    `except Exception` that TRL may add around `_generate` cannot swallow it; its `finally` blocks and context
-    managers run as on any exception. It never leaves `generate_like_trl`."""
+    A `BaseException`, so that an `except Exception` TRL may add around `_generate` cannot swallow it; TRL's `finally`
+    blocks and context managers run as on any exception. It never leaves `generate_like_trl`."""
 
     def __init__(self, prompts, outputs):
         super().__init__("generation done")
@@ -84,8 +76,8 @@ class _Generated(BaseException):
 
 
 def generate_like_trl(trainer, trl_generate_and_score, rows: list[dict]):
-    """Runs `trl_generate_and_score(rows)` (GRPOTrainer's method) up to the end of `_generate` and returns the prompts TRL generated from, `_generate`'s outputs and, with tools, each
-    row's `tool_rollout` record.
+    """Runs `trl_generate_and_score(rows)` (GRPOTrainer's method) up to the end of `_generate` and returns the
+    prompts TRL generated from, `_generate`'s outputs and, with tools, each row's `tool_rollout` record.
 
     TRL layout: `_generate_and_score_completions` prepares the prompts, then calls `self._generate(prompts)` once,
     read as an instance attribute; `_generate` runs `self._tool_call_loop` (an instance attribute too) with tools,
@@ -177,23 +169,18 @@ def extra_logs_set_aside(trainer):
     TRL layout: `_pending_extra_logs` is a `defaultdict(list)` set in `__init__`, filled in place by
     `_calculate_rewards` (a reward function's `log_extra` values) and emptied in place when TRL logs completions.
     Entries: `GRPOTrainer.__init__`, `GRPOTrainer._calculate_rewards`."""
-    pending = trainer._pending_extra_logs
-    round_logs = trainer._pending_extra_logs = type(pending)(list)
-    try:
+    round_logs = type(trainer._pending_extra_logs)(list)
+    with instance_override(trainer, "_pending_extra_logs", round_logs):
         yield round_logs
-    finally:
-        trainer._pending_extra_logs = pending
 
 
 @contextmanager
 def engine_awake_across_rounds(trainer):
     """With vLLM colocate and `vllm_enable_sleep_mode=True`, TRL's `VLLMGeneration.generate` puts the engine to
-    sleep at level 2 (weights discarded) after every call, so the next call pushes every weight again
-    (`sync_weights`: under ZeRO-3 a full gather). Phase 1's rounds all come before the step's optimizer update: the
-    weights a round's call loaded are the next round's too. Within the block, the engine's sleep is put off to the
-    block's end, and once one is put off, the engine is awake with this step's weights, so the wake-ups and weight
-    pushes that would follow it are skipped. A step's rounds then cost one weight sync and one sleep, as one round
-    does; the engine holds its memory from the first round's generation to the last round's rewards.
+    sleep at level 2 (weights discarded) after every call, so the next call pushes every weight again. Phase 1's
+    rounds all come before the step's optimizer update, so within the block the engine's sleep is put off to the
+    block's end, and the wake-ups and weight pushes that would follow it are skipped: a step's rounds cost one weight
+    sync and one sleep, as one round does (docs/dynamic_sampling.md, "Rounds under vLLM sleep mode").
 
     TRL layout: `VLLMGeneration.generate` reads `self.llm.sleep`, `self.llm.wake_up` and `self.sync_weights` as
     instance attributes and keeps `_llm_weights_sleeping` (checked: it must exist).
@@ -305,7 +292,11 @@ def replaying_tools_and_environments(trainer, local):
     when `self.tools` is set, and `_generate_and_score_completions` draws and resets environments only when
     `self.environment_factories` is set, from `self.environments`.
     Entries: `GRPOTrainer._tool_call_loop`, `GRPOTrainer.__init__`."""
-    with _replayed_tool_loop(trainer, local), _environments_hidden(trainer):
+    with (
+        _replayed_tool_loop(trainer, local),
+        instance_override(trainer, "environment_factories", None),
+        instance_override(trainer, "environments", None),
+    ):
         yield
 
 
@@ -330,19 +321,6 @@ def _replayed_tool_loop(trainer, local):
 
     with instance_override(trainer, "_tool_call_loop", replayed_loop):
         yield
-
-
-@contextmanager
-def _environments_hidden(trainer):
-    if trainer.environment_factories is None:
-        yield
-        return
-    factories, environments = trainer.environment_factories, trainer.environments
-    trainer.environment_factories, trainer.environments = None, None
-    try:
-        yield
-    finally:
-        trainer.environment_factories, trainer.environments = factories, environments
 
 
 @contextmanager
@@ -450,16 +428,10 @@ def carried_rows_in_loss(trainer, inputs: dict, record_ratio):
 # Every step: the reliability checks.
 
 
-@contextmanager
 def reward_funcs_replaced(trainer, reward_funcs: list):
     """`trainer.reward_funcs` is `reward_funcs` for the block (one `_calculate_rewards` call), so that the trainer
     keeps the user's objects everywhere else.
 
-    TRL layout: `_calculate_rewards` reads `self.reward_funcs` at call time and calls each in order.
-    Entries: `GRPOTrainer._calculate_rewards`, `GRPOTrainer.__init__`."""
-    saved = trainer.reward_funcs
-    trainer.reward_funcs = reward_funcs
-    try:
-        yield
-    finally:
-        trainer.reward_funcs = saved
+    TRL layout: `_calculate_rewards` reads `self.reward_funcs` (an instance attribute set in `__init__`) at call time
+    and calls each in order. Entries: `GRPOTrainer._calculate_rewards`, `GRPOTrainer.__init__`."""
+    return instance_override(trainer, "reward_funcs", reward_funcs)

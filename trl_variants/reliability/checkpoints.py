@@ -26,14 +26,10 @@ _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
 def checkpoint_problems(checkpoint_dir: str) -> list[str]:
-    """Why `checkpoint_dir` was not completely written, or `[]` when it was.
-
-    `DAPOTrainer` writes the dynamic-sampling state first; transformers then saves the model, the optimizer, the
-    scheduler and the RNG states, and `trainer_state.json` last. A checkpoint is complete when `trainer_state.json`
-    parses, transformers' JIT-checkpoint marker is gone, and, for a run that logged dynamic-sampling metrics, the
-    dynamic-sampling state is there, with the prompt history when the run logged prompt-skipping metrics and the
-    carried groups when it logged carrying metrics.
-    """
+    """Why `checkpoint_dir` was not completely written, or `[]` when it was: it is complete when
+    `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and, for a run that
+    logged dynamic-sampling metrics, the dynamic-sampling state (written first) is there, with the prompt history
+    when it logged prompt-skipping metrics and the carried groups when it logged carrying metrics."""
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
         return [f"{TRAINER_STATE_NAME} is missing"]

@@ -37,12 +37,9 @@ def check_common_fields(config) -> None:
 
 def check_field_types(config) -> None:
     """Raises `TypeError` naming the field, the value, its type and the expected type, for every numeric field (the
-    package's, TRL's and transformers') and every boolean field the variant config declares.
-
-    Without it, `num_generations="8"` or `learning_rate="1e-5"` passed in Python fails deep in TRL's or
-    transformers' `__post_init__` (or in the optimizer) with a message that names no field; `dynamic_sampling="no"`
-    would silently be true.
-    """
+    package's, TRL's and transformers') and every boolean field the variant config declares. Without it,
+    `num_generations="8"` fails deep in TRL or transformers with a message that names no field, and
+    `dynamic_sampling="no"` would silently be true."""
     for name, expected, optional in _checked_fields(type(config)):
         value = getattr(config, name)
         if value is None and optional:

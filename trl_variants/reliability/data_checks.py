@@ -6,33 +6,13 @@ than one generation batch, trains for zero steps without an error (TRL's `Repeat
 The samplers cycle such a small dataset, and let a resumed run draw the prompts an uninterrupted run would.
 """
 
-import inspect
-
 import torch
 from torch import nn
 from trl.trainer.utils import RepeatSampler
 
+from ..rewards.registry import required_reward_columns
+
 PROMPT_COLUMN = "prompt"
-
-# Keyword arguments TRL itself passes to every reward function; any other named parameter is a dataset column.
-TRL_REWARD_KWARGS = frozenset(
-    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
-)
-
-
-def required_reward_columns(reward_func) -> list[str]:
-    """Dataset columns `reward_func` cannot run without: its named parameters with no default that TRL does not
-    pass itself. Parameters with a default, `*args` and `**kwargs` are optional by construction."""
-    try:
-        signature = inspect.signature(reward_func)
-    except (TypeError, ValueError):  # builtins and some C callables have no inspectable signature
-        return []
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [
-        name
-        for name, parameter in signature.parameters.items()
-        if parameter.kind in named and parameter.default is inspect.Parameter.empty and name not in TRL_REWARD_KWARGS
-    ]
 
 
 def dataset_problems(dataset, dataset_name: str, reward_funcs: list, reward_func_names: list[str]) -> list[str]:

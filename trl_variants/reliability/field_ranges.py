@@ -1,14 +1,10 @@
 """The allowed range of every numeric config field a user commonly sets, as one table, and a pure check against it.
 
-Without it, `learning_rate=-1e-6` is accepted by `TrainingArguments` and fails in the optimizer after the model has
-loaded, `temperature=0` divides the logits by zero, and `top_p=1.5` is passed to generation as is. The table covers
-the package's fields, TRL's `GRPOConfig` and `ModelConfig` fields and the `TrainingArguments` fields a GRPO run
-uses; a field absent from the checked object is skipped, so one table serves every config class. Where TRL or
-transformers already check a field (`num_generations >= 2`, `warmup_steps >= 0`), the range here is the same or
-the one their documentation states, never narrower than what they accept as meaningful.
-
-Cross-field rules (`epsilon_high >= epsilon`, `overlong_buffer_length < max_completion_length`) stay with the
-config classes; types are checked first by `config_checks.check_field_types`.
+Without it, `learning_rate=-1e-6` fails in the optimizer after the model has loaded, and `temperature=0` divides
+the logits by zero. One table serves every config class (the package's fields, TRL's `GRPOConfig` and `ModelConfig`
+fields, the `TrainingArguments` fields a GRPO run uses; a field the checked object lacks is skipped); where TRL or
+transformers check a field too, the range here is never narrower than what they accept as meaningful. Cross-field
+rules stay with the config classes; types are checked first (`config_checks.check_field_types`).
 """
 
 import math

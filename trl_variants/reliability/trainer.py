@@ -5,11 +5,8 @@ a half-written checkpoint.
   at the same point, after TRL's gather of the rewards, so no process is left waiting in a collective.
 - Data: the datasets are checked at construction (`data_checks`); a dataset with fewer prompts than one
   generation batch is cycled instead of silently training for zero steps.
-- Checkpoints: transformers writes a checkpoint in place and picks the highest-numbered `checkpoint-*` folder on
-  `resume_from_checkpoint=True` whatever it holds. A run killed while saving leaves a folder without
-  `trainer_state.json` (written last), and resuming from it crashes, every time, until the folder is removed by
-  hand. `train` here resumes from the latest *complete* checkpoint instead, and refuses an explicit path to an
-  incomplete one with an error that names the complete alternative.
+- Checkpoints: `train` resumes from the latest *complete* checkpoint (`checkpoints`: transformers would pick a
+  half-written one), and refuses an explicit path to an incomplete one with an error naming the complete alternative.
 """
 
 import os

@@ -3,8 +3,6 @@ command line accepts to reward functions, and `names` lists those names without 
 
 from .._lazy import lazy_attributes
 
-__all__ = ["SoftOverlongPunishment", "dapo_accuracy_reward", "is_soft_overlong_punishment", "soft_overlong_punishment"]
-
 # Imported on first use (PEP 562), so that the command line can check reward names (`names`) before torch loads.
 _LAZY_EXPORTS = {
     "dapo_accuracy_reward": ".accuracy",
@@ -12,6 +10,7 @@ _LAZY_EXPORTS = {
     "is_soft_overlong_punishment": ".overlong",
     "soft_overlong_punishment": ".overlong",
 }
+__all__ = sorted(_LAZY_EXPORTS)
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY_EXPORTS)

@@ -10,10 +10,10 @@ _ANSWER_LINE = re.compile(r"Answer\s*:\s*(.+)", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
-def _completion_text(completion) -> str:
+def completion_text(completion) -> str:
+    """A completion's text; a conversational completion is a list of messages, the answer in the last one."""
     if isinstance(completion, str):
         return completion
-    # Conversational completions are a list of messages; the answer is in the last one.
     return completion[-1]["content"]
 
 
@@ -62,7 +62,7 @@ def dapo_accuracy_reward(completions: list, solution: list[str] | None = None, *
     verifier = _math_verify()
     rewards: list[float | None] = []
     for completion, gold in zip(completions, gold_answers, strict=True):
-        predicted = extract_final_answer(_completion_text(completion))
+        predicted = extract_final_answer(completion_text(completion))
         if verifier is None:
             rewards.append(1.0 if _normalise(predicted) == _normalise(str(gold)) else -1.0)
             continue

@@ -6,11 +6,7 @@ It follows TRL's reward-function protocol: keyword argument `completion_ids`, on
 from collections.abc import Callable
 
 from trl.rewards import get_soft_overlong_punishment
-from trl.rewards.other_rewards import (
-    _SoftOverlongPunishment as _TRLSoftOverlongPunishment,
-)
-
-SOFT_OVERLONG_PUNISHMENT_NAME = "soft_overlong_punishment"
+from trl.rewards.other_rewards import _SoftOverlongPunishment as _TRLSoftOverlongPunishment
 
 
 class SoftOverlongPunishment:
@@ -22,7 +18,7 @@ class SoftOverlongPunishment:
     closure so it pickles (TRL's async rollout workers pickle reward functions).
     """
 
-    __name__ = SOFT_OVERLONG_PUNISHMENT_NAME
+    __name__ = "soft_overlong_punishment"
 
     def __init__(self, max_completion_length: int, buffer_length: int, penalty_factor: float = 1.0):
         if not 0 < buffer_length < max_completion_length:

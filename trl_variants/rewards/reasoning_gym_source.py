@@ -1,19 +1,10 @@
 """reasoning-gym as a reward source: any of its procedural tasks as a TRL conversational dataset plus a reward
-function scored by the task's own verifier (`score_answer`).
+function scored by the task's own verifier (`score_answer`, 0.0 to 1.0); docs/cli.md, "reasoning-gym tasks".
 
-reasoning-gym is an optional extra (`pip install ".[reasoning-gym]"`); it is imported when a source is built.
-
-Answer format and extraction. Each prompt is a conversation whose user message is the task's question followed, on
-a new line, by `ANSWER_INSTRUCTION` ("Give the final answer on the last line as 'Answer: <answer>'."), optionally
-after a system message. (Small instruct models follow the request far more often in the user message than in a
-system message.) The reward reads the text after the last `Answer:` (case-insensitive) up to the end of that line, strips
-whitespace, surrounding `*`, backticks and `$`, and one trailing period; without an `Answer:` line it falls back to
-reasoning-gym's own `<answer>...</answer>` tags; with neither, the answer is `None`. The task's `score_answer(answer,
-entry)` then scores it, 0.0 to 1.0 (most tasks give 1.0 for an exact answer, some give partial credit, all give 0.0
-for `None`).
-
-Each row keeps its entry's index in the column `reasoning_gym_index`; the reward looks the entry (question, gold
-answer, metadata) up by it, so filtering or shuffling the dataset keeps rewards right.
+reasoning-gym is an optional extra (`pip install ".[reasoning-gym]"`), imported when a source is built. The
+instruction to answer on an `Answer:` line goes in the user message, after the question: small instruct models follow
+it far more often there than in a system message. Each row keeps its entry's index in the column
+`reasoning_gym_index`; the reward looks the entry up by it, so filtering or shuffling the dataset keeps rewards right.
 """
 
 import dataclasses
@@ -22,6 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .accuracy import completion_text
 
 ANSWER_INSTRUCTION = "Give the final answer on the last line as 'Answer: <answer>'."
 INDEX_COLUMN = "reasoning_gym_index"
@@ -38,7 +31,9 @@ class ReasoningGymError(ValueError):
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer of a completion, as the module docstring describes; `None` when it gives none."""
+    """The text after the last `Answer:` (case-insensitive) on its line, with whitespace, surrounding `*`, backticks
+    and `$`, and one final period stripped; else the last `<answer>...</answer>`; else the last non-empty line;
+    `None` for a blank completion."""
     lines = list(_ANSWER_LINE.finditer(text))
     if lines:
         answer = lines[-1]["answer"].strip().strip("*`$ ").strip()
@@ -48,12 +43,6 @@ def extract_answer(text: str) -> str | None:
         return tags[-1]["answer"].strip()
     last_lines = [line.strip() for line in text.splitlines() if line.strip()]
     return last_lines[-1] if last_lines else None
-
-
-def _completion_text(completion) -> str:
-    if isinstance(completion, str):
-        return completion
-    return completion[-1]["content"]  # a conversational completion: the assistant's message
 
 
 class ReasoningGymReward:
@@ -68,8 +57,8 @@ class ReasoningGymReward:
         self.entries = entries
         self.__name__ = f"reasoning_gym_{name}"
 
-    def score(self, completion_text: str, index: int) -> float:
-        return float(self.procedural_dataset.score_answer(extract_answer(completion_text), self.entries[index]))
+    def score(self, text: str, index: int) -> float:
+        return float(self.procedural_dataset.score_answer(extract_answer(text), self.entries[index]))
 
     def __call__(self, completions: list, reasoning_gym_index: list[int], **kwargs) -> list[float]:
         if len(completions) != len(reasoning_gym_index):
@@ -78,7 +67,7 @@ class ReasoningGymReward:
                 f"{INDEX_COLUMN} values."
             )
         return [
-            self.score(_completion_text(completion), int(index))
+            self.score(completion_text(completion), int(index))
             for completion, index in zip(completions, reasoning_gym_index, strict=True)
         ]
 
@@ -87,10 +76,10 @@ class ReasoningGymReward:
 class ReasoningGymSource:
     """A reasoning-gym task ready for a TRL trainer.
 
-    `dataset`: columns `prompt` (a conversation: the question and the instruction as user message, after the system message if any), `question`, `answer` (the gold answer as text) and
-    `reasoning_gym_index`. `reward_func`: the `ReasoningGymReward` for it. `procedural_dataset`: the reasoning-gym
-    dataset object. `excluded`: how many generated entries were dropped because their question was in
-    `exclude_questions` (so that no evaluation question is trained on).
+    `dataset`: columns `prompt` (a conversation: any system message and worked example, then the question and the
+    instruction as user message), `question`, `answer` (the gold answer as text) and `reasoning_gym_index`.
+    `reward_func`: the `ReasoningGymReward` for it. `procedural_dataset`: the reasoning-gym dataset object.
+    `excluded`: how many generated entries were dropped because their question was in `exclude_questions`.
     """
 
     name: str
@@ -101,30 +90,24 @@ class ReasoningGymSource:
     questions: list[str] = field(default_factory=list)
 
 
-def _import_reasoning_gym():
+def _task_registry() -> dict:
     try:
-        import reasoning_gym
-        from reasoning_gym.factory import DATASETS
+        from reasoning_gym.factory import DATASETS  # importing the package registers every task
     except ImportError:
         raise ReasoningGymError(f"reasoning-gym is not installed; install it with `{INSTALL_HINT}`.") from None
-    return reasoning_gym, DATASETS
-
-
-def task_names() -> list[str]:
-    """Every task name reasoning-gym registers."""
-    return sorted(_import_reasoning_gym()[1])
+    return DATASETS
 
 
 def make_procedural_dataset(task: str, config: dict | None = None, size: int = 500, seed: int = 0):
     """`reasoning_gym.create_dataset(task, **config, size=size, seed=seed)`, with a `ReasoningGymError` naming the
     task, key or value and what is allowed instead of reasoning-gym's bare `ValueError`/`AssertionError`."""
-    _, registry = _import_reasoning_gym()
+    registry = _task_registry()
     if task not in registry:
         close = difflib.get_close_matches(task, list(registry), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ReasoningGymError(
             f"reasoning_gym_task={task!r} is not a reasoning-gym task.{hint} reasoning-gym has {len(registry)} "
-            "tasks; list them with `python -c \"import reasoning_gym.factory as f; print(sorted(f.DATASETS))\"`."
+            'tasks; list them with `python -c "import reasoning_gym.factory as f; print(sorted(f.DATASETS))"`.'
         )
     dataset_class, config_class = registry[task]
     config = dict(config or {})
@@ -139,8 +122,7 @@ def make_procedural_dataset(task: str, config: dict | None = None, size: int = 5
     if unknown:
         allowed = [key for key in keys if key not in ("size", "seed")]
         raise ReasoningGymError(
-            f"reasoning_gym_config: {unknown} not a config key of reasoning-gym task {task!r}; its keys are "
-            f"{allowed}."
+            f"reasoning_gym_config: {unknown} not a config key of reasoning-gym task {task!r}; its keys are {allowed}."
         )
     try:
         task_config = config_class(**config, size=size, seed=seed)
@@ -251,4 +233,3 @@ def distinct_questions(source: ReasoningGymSource, limit: int) -> ReasoningGymSo
     return dataclasses.replace(
         source, dataset=source.dataset.select(keep), questions=[source.questions[i] for i in keep]
     )
-

@@ -18,10 +18,11 @@ from trl.rewards import accuracy_reward, reasoning_accuracy_reward, think_format
 from .accuracy import dapo_accuracy_reward
 from .names import REGISTERED_NAMES, accepted_names_text, reward_name_problem
 
-# Keyword arguments TRL passes to every reward function; anything else a function requires is a dataset column.
-TRAINER_PROVIDED_ARGUMENTS = frozenset(
+# Keyword arguments TRL itself passes to every reward function; any other named parameter is a dataset column.
+TRL_REWARD_KWARGS = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 )
+
 
 class RewardLookupError(ValueError):
     """A reward name that is neither registered nor importable, or a dataset that cannot feed a reward."""
@@ -105,24 +106,23 @@ def _import_reward(dotted_path: str) -> RewardSpec:
         ) from None
     if not callable(func):
         raise RewardLookupError(f"reward_funcs: {dotted_path!r} is a {type(func).__name__}, not a function.")
-    return RewardSpec(
-        dotted_path, func, _required_columns(func), chat_only=False, summary="imported", needs_every_column=True
-    )
+    columns = tuple(required_reward_columns(func))
+    return RewardSpec(dotted_path, func, columns, chat_only=False, summary="imported", needs_every_column=True)
 
 
-def _required_columns(func: Callable) -> tuple[str, ...]:
-    """Parameters without a default that the trainer does not provide: TRL fills them from dataset columns."""
+def required_reward_columns(reward_func) -> list[str]:
+    """Dataset columns `reward_func` cannot run without: its named parameters with no default that TRL does not
+    pass itself. Parameters with a default, `*args` and `**kwargs` are optional by construction."""
     try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return ()
-    return tuple(
-        parameter.name
-        for parameter in parameters
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        and parameter.name not in TRAINER_PROVIDED_ARGUMENTS
-    )
+        signature = inspect.signature(reward_func)
+    except (TypeError, ValueError):  # builtins and some C callables have no inspectable signature
+        return []
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in named and parameter.default is inspect.Parameter.empty and name not in TRL_REWARD_KWARGS
+    ]
 
 
 def check_dataset_feeds(specs: list[RewardSpec], column_names: list[str], conversational: bool) -> None:

@@ -54,13 +54,9 @@ def make_toy_task(
     num_layers: int = 2,
     num_attention_heads: int = 4,
 ) -> ToyTask:
-    """Builds the tokenizer, the warm-started policy and the train/held-out prompt datasets.
-
-    With the defaults (any of them may be passed) the warm-started policy is loaded from the package instead of
-    trained, in a fraction of a second (`policy.py`); any other setting warm-starts a new one.
-
-    `num_attention_heads=2` builds a policy whose head size vLLM's CPU backend accepts (see `build_tiny_model`).
-    """
+    """Builds the tokenizer, the warm-started policy and the train/held-out prompt datasets. With the defaults the
+    policy is loaded from the package (`policy.py`), with any other setting warm-started anew; `num_attention_heads=2`
+    builds one whose head size vLLM's CPU backend accepts (`build_tiny_model`)."""
     settings = dict(
         seed=seed, warm_start_steps=warm_start_steps, max_operand=max_operand, held_out_fraction=held_out_fraction,
         hidden_size=hidden_size, num_layers=num_layers, num_attention_heads=num_attention_heads,

@@ -1,14 +1,9 @@
-"""A second embedded task, for benchmarks: sums of graded difficulty whose completions the policy can lengthen.
+"""A second embedded task, for benchmarks: sums of graded difficulty whose completions the policy can lengthen
+(docs/benchmarks.md describes it and the warm-started policy's skill per level).
 
-A prompt is a sum such as `37+8+61=`. A completion may show its working, the running partial sums, before the
-final-answer marker `#`: `45 106#106`, or go straight to the marker: `#106`. Only the text after the last marker
-is checked, so the working is optional and its length is the policy's choice; a completion that never reaches
-the marker (rambling, or cut off at `max_completion_length`) is wrong.
-
-Difficulty is graded by the number of operands and their digits (`LEVELS`). After the warm start, which trains
-on both styles of completion, the policy solves the easiest level almost always, the hardest almost never and the
-rest sometimes, so a batch holds always-solved, never-solved and informative prompts, as a real math data set
-does for a base model. Everything is built locally and is deterministic under a seed.
+A completion may show its working, the running partial sums, before the final-answer marker `#` (`45 106#106`), or
+go straight to it (`#106`); only the text after the last marker is checked. Difficulty is graded by the number of
+operands and their digits (`LEVELS`). Everything is built locally and is deterministic under a seed.
 """
 
 import math

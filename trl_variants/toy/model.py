@@ -5,12 +5,7 @@ normally arrives with partial skill. The warm start gives the toy policy that pa
 """
 
 import torch
-from transformers import (
-    GenerationConfig,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-)
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 
 def build_tiny_model(
@@ -46,9 +41,7 @@ def build_tiny_model(
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id
     )
     return model
 

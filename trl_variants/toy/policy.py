@@ -1,12 +1,7 @@
-"""The toy task's warm-started policy: shipped with the package for `make_toy_task`'s default settings, trained
-for any other.
-
-With the defaults the warm start (100 supervised steps) took 35 s or more on a loaded 2-core machine, most of the
-time the README's swap snippet spent before training. So that policy is trained once, by
-`scripts/build_toy_policy.py`, and shipped as `warm_policy_seed0.safetensors` (300 KB); `make_toy_task(seed=0)`
-loads it. The file records the machine that trained it: another CPU trains another trajectory from the same seed,
-so the shipped weights are that machine's, and a test retrains them there (bit for bit) and elsewhere checks that
-the retrained policy scores as the shipped one does.
+"""The toy task's warm-started policy: shipped with the package for `make_toy_task`'s default settings (trained
+once by `scripts/build_toy_policy.py`: the warm start took 35 s or more on a loaded 2-core machine), trained for
+any other. The file records the machine that trained it: another CPU trains another trajectory from the same seed,
+so a test retrains the weights bit for bit only there, and elsewhere checks that they score as the shipped ones do.
 """
 
 import json

@@ -17,8 +17,12 @@ def ids(row) -> list[list[int]]:
 
 @contextmanager
 def recording_steps(trainer, steps: list[dict]):
-    """While open, every training step of `trainer` appends to `steps` this rank's record of it."""
-    sampler = trainer.dynamic_sampler
+    """While open, every training step of `trainer` appends to `steps` this rank's record of it (nothing for a
+    trainer without dynamic sampling)."""
+    sampler = getattr(trainer, "dynamic_sampler", None)
+    if sampler is None:
+        yield steps
+        return
     sample_batch, log_step, call_order = sampler.sample_batch, sampler.log_step, sampler_module.call_order
     rank, num_processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
     own: list[int] = []  # generation-order numbers of the rows this rank generated in the current step

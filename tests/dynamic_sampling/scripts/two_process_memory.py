@@ -69,7 +69,7 @@ def main() -> None:
         trainer.train()
     record = {
         "allowed_rows": allowed_rows, "batch_rows": PER_DEVICE_BATCH, "turns": log.turns, "turn_rows": log.turn_rows,
-        "planned": trainer.dynamic_sampler.calls.memory.last_plan,
+        "planned": trainer.dynamic_sampler.calls.last_plan,
     }
     (args.out / f"rank{rank}.json").write_text(json.dumps(record))
     torch.distributed.barrier()

@@ -1,24 +1,13 @@
-"""Predicting degenerate groups from a per-prompt posterior of the pass rate (after MoPPS, arXiv 2507.04632).
+"""Predicting degenerate groups from a per-prompt posterior of the pass rate (after MoPPS, arXiv 2507.04632); pure
+functions and numpy arrays, tested without a model. docs/dynamic_sampling.md, "The posterior predictor", explains it.
 
-Each dataset row keeps a Beta posterior of `q`, the probability that one completion of that prompt is right. A group
-of `G` completions is informative with probability `1 - q**G - (1 - q)**G`. Before a prompt is generated, `q` is
-drawn from its posterior (Thompson sampling) and the prompt is generated when, at that pass rate, its group is
-more likely informative than not; otherwise it is generated only with a small floor probability. Pure functions
-and numpy arrays only, so everything here is tested without a model.
-
-- The prior is `Beta(PRIOR, PRIOR)` with `PRIOR` well below 1: most prompts of a real data set are always right or
-  always wrong for a given policy, and a U-shaped prior says so. One all-wrong group of 4 then predicts a
-  degenerate next group with probability about 0.96, where a uniform prior would say 0.56.
-- Evidence fades with time, not with visits: the counts of a row shrink toward the prior by
-  `decay ** steps_since_its_last_update`. A prompt not generated for a while is therefore explored more and more
-  often, up to the prior's rate (a draw from `Beta(0.05, 0.05)` lands where a group of 4 is likely informative
-  about one time in thirteen), so a prompt that was always wrong and becomes learnable is found again. Wrong answers
-  fade `RIGHT_MEMORY_FACTOR` times faster than right ones, so exploration goes where the policy's progress makes
-  new signal likely. The fading is applied lazily, from the step of the row's last update, so nothing is done
-  per row at each step.
-- A row never generated has no evidence and is always generated.
-
-Three arrays of `len(dataset)` (12 bytes a row): the two counts and the step of the last update.
+Each dataset row keeps a Beta posterior of `q`, the probability that one completion of that prompt is right, above a
+U-shaped prior `Beta(PRIOR, PRIOR)`. A group of `G` completions is informative with probability
+`1 - q**G - (1 - q)**G`. Before a prompt is generated, `q` is drawn from its posterior (Thompson sampling) and the
+prompt is generated when, at that pass rate, its group is more likely informative than not; otherwise only with a
+small floor probability. Evidence fades toward the prior by `decay ** steps_since_its_last_update` (wrong answers
+`RIGHT_MEMORY_FACTOR` times faster than right ones), applied lazily from the row's last update. Three arrays of
+`len(dataset)` (12 bytes a row): the two counts and the step of the last update.
 """
 
 from dataclasses import dataclass, field

@@ -1,18 +1,12 @@
 """`PromptSkipper`: skips prompts predicted degenerate before generating them (`skip_degenerate_prompts=True`,
-experimental: the real-model study could not show it non-inferior, so it is off by default). The rules are in
-`posterior` (`skip_predictor="posterior"`) and `streak` (`"streak"`).
+experimental and off by default: the real-model study could not show it non-inferior). The rules are in `posterior`
+(`skip_predictor="posterior"`) and `streak` (`"streak"`); docs/dynamic_sampling.md, "Skipping prompts predicted
+degenerate", explains them.
 
-The dynamic sampler (`trl_variants.dynamic_sampling.sampler`) owns one and calls it at four points: `replace` on the
-dataloader batch's gathered prompt keys, `draw` for refill prompts, `summaries` on each process's own scored groups
-and `record` once a step's summaries are gathered; and `state`/`save`/`load` with checkpoints. Everything is decided
-from gathered data and from a random generator seeded by the run's seed and a draw counter, so every process holds
-the same history and takes the same decisions. The history needs every group's outcome, so with skipping on each
-round's gather carries three small integers per group (outcome, completions right, completions scored): per group,
-never per completion.
-
-A prompt is named by its dataset index, or on a stream by a hash of its content
-(`dynamic_sampling.prompt_sources.prompt_key`); the posterior's memory is then counted in passes of the refill
-reader over the stream (the rows read so far until a first pass is complete).
+The dynamic sampler owns one and calls `replace` on the dataloader batch's gathered prompt keys, `draw` for refill
+prompts, `record` with the `summaries` of every process's groups of the step, and `state`/`save`/`load` with
+checkpoints. Every decision comes from gathered data and a generator seeded by the run's
+seed and a draw counter, so every process holds the same history and takes the same decisions.
 """
 
 import os
@@ -21,22 +15,10 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
-from .posterior import (
-    RIGHT_MEMORY_FACTOR,
-    PassRatePosterior,
-    group_successes,
-    half_life_decay,
-    thompson_generate_probabilities,
-)
-from .streak import (
-    INFORMATIVE,
-    INITIAL_EXPLORE_PROBABILITY,
-    PromptHistory,
-    adapt_explore_probability,
-    explore_probabilities,
-    group_outcomes,
-    pick_prompts,
-)
+from .posterior import RIGHT_MEMORY_FACTOR, PassRatePosterior, group_successes, half_life_decay
+from .posterior import thompson_generate_probabilities
+from .streak import INFORMATIVE, INITIAL_EXPLORE_PROBABILITY, PromptHistory, adapt_explore_probability
+from .streak import explore_probabilities, group_outcomes, pick_prompts
 
 logger = logging.get_logger(__name__)
 
@@ -46,14 +28,13 @@ SKIP_STREAM = 0x5C1B
 
 
 class PromptSkipper:
-    """The history of every prompt's groups and the skip rule's state; see the module docstring.
-
-    `refill` is the dynamic sampler's refill source (its `draw` gives candidate prompts; on a stream its
-    `rows_read` sizes the posterior's memory), `key_space` the number of prompt keys."""
+    """The history of every prompt's groups and the skip rule's state. `refill` is the dynamic sampler's refill
+    source (its `draw` gives candidate prompts; on a stream its `rows_read` sizes the posterior's memory),
+    `key_space` the number of prompt keys."""
 
     def __init__(self, args, num_generations: int, refill, key_space: int, streaming: bool):
         self.args, self.num_generations, self.refill, self.streaming = args, num_generations, refill, streaming
-        self.key_space = key_space
+        self.key_space, self.draws, self.budget_warned = key_space, 0, False
         self.posterior = self.history = None
         if args.skip_predictor == "posterior":
             self.posterior = PassRatePosterior(key_space, decay_right=1.0, decay_wrong=1.0)
@@ -61,8 +42,6 @@ class PromptSkipper:
         else:
             self.history = PromptHistory(key_space)
         self.explore_p = {"easy": INITIAL_EXPLORE_PROBABILITY, "hard": INITIAL_EXPLORE_PROBABILITY}
-        self.draws = 0
-        self.budget_warned = False
         self.start_step()
 
     @property
@@ -105,17 +84,12 @@ class PromptSkipper:
         args = self.args
         rng = np.random.default_rng([args.seed, SKIP_STREAM, self.draws])
         self.draws += 1
-        floor = args.skip_min_explore_probability
-        if self.posterior is not None:
-
-            def generate_probability(keys):
-                return thompson_generate_probabilities(self.posterior, keys, step, self.num_generations, floor, rng)
-
-        else:
-
-            def generate_probability(keys):
-                return explore_probabilities(self.history, keys, self.explore_p["easy"], self.explore_p["hard"], floor)
-
+        floor, p = args.skip_min_explore_probability, self.explore_p
+        generate_probability = (
+            (lambda keys: thompson_generate_probabilities(self.posterior, keys, step, self.num_generations, floor, rng))
+            if self.posterior is not None
+            else (lambda keys: explore_probabilities(self.history, keys, p["easy"], p["hard"], floor))
+        )
         picked = pick_prompts(first, self.refill.draw, needed, generate_probability, rng)
         if picked.forced and not self.budget_warned:
             self.budget_warned = True
@@ -175,12 +149,8 @@ class PromptSkipper:
     # Checkpointing: the arrays go to a binary file, the rest into the dynamic sampler's JSON state.
 
     def state(self) -> dict:
-        return {
-            "predictor": self.args.skip_predictor,
-            "explore_p": dict(self.explore_p),
-            "draws": self.draws,
-            "history_file": HISTORY_FILE,
-        }
+        predictor, explore_p = self.args.skip_predictor, dict(self.explore_p)
+        return {"predictor": predictor, "explore_p": explore_p, "draws": self.draws, "history_file": HISTORY_FILE}
 
     def save(self, checkpoint_dir: str) -> None:
         np.savez_compressed(os.path.join(checkpoint_dir, HISTORY_FILE), **self.arrays_owner.arrays())
@@ -202,5 +172,4 @@ class PromptSkipper:
             )
         with np.load(path) as arrays:
             self.arrays_owner.load_arrays(arrays)
-        self.explore_p = dict(state["explore_p"])
-        self.draws = int(state["draws"])
+        self.explore_p, self.draws = dict(state["explore_p"]), int(state["draws"])

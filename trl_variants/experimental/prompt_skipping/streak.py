@@ -1,19 +1,10 @@
-"""Skipping prompts predicted degenerate before generating them (after GRESO, https://arxiv.org/abs/2506.02177).
+"""Skipping prompts predicted degenerate before generating them (after GRESO, https://arxiv.org/abs/2506.02177); pure
+pieces, tested without a model. docs/dynamic_sampling.md, "The streak predictor", explains it.
 
-A prompt whose recent groups were all degenerate (all right or all wrong on the sampling metric) is very likely to
-be degenerate again, and generating it costs a whole group for no gradient. The pieces here are pure, so they can be
-tested without a model:
-
-- `PromptHistory`: per dataset row, how many consecutive visits were degenerate of the same kind, and which kind
-  (all correct or all wrong). Two byte arrays of `len(dataset)`, so 10 million rows cost 20 MB.
-- `explore_probabilities`: a prompt with a streak of `k` degenerate visits is generated ("explored") with
-  probability `max(p ** k, floor)` and skipped otherwise; `p` is `p_easy` or `p_hard` by the kind of its streak.
-  A prompt with no streak is always generated. The floor keeps every prompt reachable: prompts do become
-  informative again as the policy changes.
-- `pick_prompts`: walks candidates (the dataloader's, then refill draws) through that rule until enough are kept,
-  with a bounded number of draws, so that a dataset whose every prompt looks degenerate still trains.
-- `adapt_explore_probability`: moves `p` by a fixed step each training step, toward a target share of degenerate
-  groups of its kind.
+`PromptHistory` keeps, per dataset row, how many consecutive visits were degenerate of one kind (all correct or all
+wrong); `explore_probabilities` generates a prompt with a streak of `k` with probability `max(p ** k, floor)`;
+`pick_prompts` walks candidates (the dataloader's, then refill draws) through a skip rule, with a bounded number of
+draws; `adapt_explore_probability` moves `p` toward a target share of degenerate groups of its kind.
 """
 
 from collections.abc import Callable
@@ -113,15 +104,12 @@ def explore_probabilities(history: PromptHistory, indices, p_easy: float, p_hard
 @dataclass
 class PickedPrompts:
     """What `pick_prompts` decided: `kept` (in decision order, then `forced`) are generated, `skipped` are not.
-
-    `candidates` marks, for each of `prompts`, whether it had a streak, i.e. could have been skipped.
-    """
+    `candidates` marks, for each of `prompts`, whether it could have been skipped (every forced prompt could)."""
 
     kept: list[int]
     forced: list[int]
     skipped: list[int]
     kept_candidates: list[bool]
-    forced_candidates: list[bool]
 
     @property
     def prompts(self) -> list[int]:
@@ -129,7 +117,7 @@ class PickedPrompts:
 
     @property
     def candidates(self) -> list[bool]:
-        return self.kept_candidates + self.forced_candidates
+        return self.kept_candidates + [True] * len(self.forced)
 
 
 def pick_prompts(
@@ -174,13 +162,7 @@ def pick_prompts(
     order = sorted(range(len(skipped)), key=lambda i: -skipped_probability[i])[: max(missing, 0)]
     forced = [skipped[i] for i in sorted(order)]
     chosen = set(order)
-    return PickedPrompts(
-        kept=kept,
-        forced=forced,
-        skipped=[index for i, index in enumerate(skipped) if i not in chosen],
-        kept_candidates=kept_candidates,
-        forced_candidates=[True] * len(forced),
-    )
+    return PickedPrompts(kept, forced, [index for i, index in enumerate(skipped) if i not in chosen], kept_candidates)
 
 
 def adapt_explore_probability(p: float, observed_share: float, target_share: float, step: float, floor: float) -> float:
