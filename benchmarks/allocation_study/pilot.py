@@ -116,31 +116,24 @@ def main(argv=None) -> int:
     run_command.add_argument("--smoke", action="store_true", help="the harness's tiny settings (needs --runs_dir)")
     run_command.add_argument("--learning_rate", type=float, choices=RATE_CANDIDATES, default=None,
                              help="the learning-rate pilot: one grpo run, greedy readings only, results in "
-                                  "docs/results/allocation_study/pilot/TASK-lrRATE (default: the task pilot, at the settings' rate)")
+                                  "docs/results/allocation_study/pilot/TASK-lrRATE (default: the task pilot, at the "
+                                  "settings' rate)")
     commands.add_parser("choose")
     commands.add_parser("choose_rate")
     cli = parser.parse_args(argv)
-    if cli.command == "choose_rate":
+    if cli.command in ("choose", "choose_rate"):
+        by_task = cli.command == "choose"
+        folders = {name: os.path.join(RESULTS, name) for name in CANDIDATES} if by_task else {
+            rate: rate_dir("A", rate) for rate in RATE_CANDIDATES}
         verdicts = {}
-        for rate in RATE_CANDIDATES:
-            runs_dir = os.path.join(rate_dir("A", rate), "runs")
-            step0, record = read_result(os.path.join(runs_dir, "step0.json")), read_result(
-                os.path.join(runs_dir, f"grpo-seed{PILOT_BLOCK}.json"))
+        for name, folder in folders.items():
+            step0, record = (read_result(os.path.join(folder, "runs", file))
+                             for file in ("step0.json", f"grpo-seed{PILOT_BLOCK}.json"))
             if step0 and record and record["complete"]:
-                verdicts[rate] = rate_verdict(step0, record)
-            print(f"learning rate {rate:g}: {verdicts.get(rate, 'no complete pilot run')}")
-        print(f"chosen: {choose_rate(verdicts)}")
-        return 0
-    if cli.command == "choose":
-        verdicts = {}
-        for name in CANDIDATES:
-            runs_dir = os.path.join(RESULTS, name, "runs")
-            step0, record = read_result(os.path.join(runs_dir, "step0.json")), read_result(
-                os.path.join(runs_dir, f"grpo-seed{PILOT_BLOCK}.json"))
-            if step0 and record and record["complete"]:
-                verdicts[name] = verdict(step0, record)
-            print(f"task {name}: {verdicts.get(name, 'no complete pilot run')}")
-        print(f"chosen: {choose(verdicts)}")
+                verdicts[name] = (verdict if by_task else rate_verdict)(step0, record)
+            label = f"task {name}" if by_task else f"learning rate {name:g}"
+            print(f"{label}: {verdicts.get(name, 'no complete pilot run')}")
+        print(f"chosen: {(choose if by_task else choose_rate)(verdicts)}")
         return 0
     from benchmarks.study_harness.runner import run, step0
 

@@ -24,7 +24,7 @@ from . import pilot
 
 # The task pilot's choice among pilot.CANDIDATES, and the learning-rate pilot's (method: "Learning rate").
 TASK = "A"
-LEARNING_RATE = None
+LEARNING_RATE = 3e-6
 
 # The method's margin for (1) and study 3's realised SD of a paired difference at matched tokens, which sized it.
 MARGIN = 0.03
