@@ -36,7 +36,7 @@ def recording_steps(trainer, steps: list[dict]):
         step.setdefault("round_rows", []).append(len(order))
         return order
 
-    def recording_log_step(groups, scores, informative, decision, rounds, carried_groups):
+    def recording_log_step(groups, generated, scores, informative, decision, rounds, carried_groups):
         rows = [row for group in groups for row in group]
         step.update(
             global_step=trainer.state.global_step,
@@ -48,7 +48,7 @@ def recording_steps(trainer, steps: list[dict]):
             selected=decision.trained,
             surplus=decision.carried,
         )
-        return log_step(groups, scores, informative, decision, rounds, carried_groups)
+        return log_step(groups, generated, scores, informative, decision, rounds, carried_groups)
 
     def recording_sample_batch(inputs, trl_generate_and_score):
         own.clear()
