@@ -38,8 +38,14 @@ def test_group_outcomes_count_all_right_and_all_wrong_groups(stats):
     assert stats.count_group_outcomes(prompts, correct, 4) == stats.GroupOutcomes(groups=3, all_correct=1, all_wrong=1)
 
 
-def test_group_outcomes_refuse_a_layout_that_is_not_grouped(stats):
-    with pytest.raises(ValueError, match="do not share one prompt"):
-        stats.count_group_outcomes(["a", "b", "a", "b"], [True] * 4, 2)
-    with pytest.raises(ValueError, match="do not split into groups"):
-        stats.count_group_outcomes(["a"] * 3, [True] * 3, 2)
+def test_group_outcomes_count_runs_of_one_prompt_and_what_forms_no_group(stats):
+    # The allocation mode's rounds: a fresh prompt's 4 completions after two continuations of 2, then one of "a"
+    # again beside a whole group of it (a run of 6: no group), then two whole groups of "d" in a row.
+    prompts = ["a", "a", "b", "b"] + ["c"] * 4 + ["a"] * 6 + ["d"] * 8
+    correct = [True, False, True, True] + [True] * 4 + [False] * 6 + [False] * 4 + [True, False, False, False]
+    assert stats.group_spans(prompts, 4) == ([(4, 8), (14, 18), (18, 22)], 10)
+    assert stats.count_group_outcomes(prompts, correct, 4) == stats.GroupOutcomes(groups=3, all_correct=1,
+                                                                                  all_wrong=1, ungrouped=10)
+    assert stats.group_spans([["m"], ["m"], ["n"], ["n"]], 2) == ([(0, 2), (2, 4)], 0)  # messages compared as text
+    with pytest.raises(ValueError, match="count_group_outcomes: 3 prompts for 2 completions"):
+        stats.count_group_outcomes(["a"] * 3, [True] * 2, 2)

@@ -424,3 +424,19 @@ def test_the_logged_keys_hold_every_allocation_metric_the_metrics_page_lists():
     page = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
     listed = set(re.findall(r"`(dynamic_sampling/allocation_[a-z_]+)`", page))
     assert len(listed) == 5 and listed <= set(LOGGED)
+
+
+def test_the_probe_counts_every_completion_of_rounds_that_are_not_whole_groups():
+    """The allocation mode's rounds give a prompt a few more completions at a time: the probe counts their tokens
+    (the budgets read them) and outcomes, counts only whole groups as groups, and the rest as ungrouped."""
+    def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
+        return [1.0 if index % 3 else 0.0 for index, _ in enumerate(completions)]
+
+    probe = OutcomeProbe(reward, 4, passed=lambda value: value >= 1.0, group_key="reasoning_gym_index")
+    prompts, problems = ["p", "p", "q"] + ["r"] * 4, [1, 1, 2] + [3] * 4
+    probe.reward_func(prompts=prompts, completions=["c"] * 7, completion_ids=[[0] * 5] * 7,
+                      trainer_state=types.SimpleNamespace(global_step=2), reasoning_gym_index=problems)
+    row = probe.per_step[2]
+    assert (row["tokens"], row["completions"], row["correct"], row["wrong"]) == (35, 7, 4, 3)
+    assert (row["groups"], row["ungrouped_completions"], row["equal_score_groups"]) == (1, 3, 0)
+    assert {key: value for key, value in row.items() if key.startswith("groups_of/")} == {"groups_of/3": 1}

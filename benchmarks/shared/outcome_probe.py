@@ -9,7 +9,7 @@ this sees each generated completion exactly once, whatever the arm.
 import functools
 from collections import defaultdict
 
-from .stats import count_group_outcomes
+from .stats import count_group_outcomes, group_spans
 
 # DAPOConfig's default `dynamic_sampling_tolerance`: a group this flat has no signal for dynamic sampling either.
 EQUAL_SCORE_TOLERANCE = 1e-6
@@ -24,7 +24,9 @@ class OutcomeProbe:
     - `groups`, `all_correct`, `all_wrong`: groups of `num_generations` consecutive completions of one prompt, and
       those whose completions were all right or all wrong by this reward (the soft overlong punishment is ignored);
     - `equal_score_groups`: groups whose rewards are all equal (zero advantage for every completion), which differ
-      from the all-right or all-wrong groups where the reward gives partial credit.
+      from the all-right or all-wrong groups where the reward gives partial credit;
+    - `ungrouped_completions`: completions in no whole group (`stats.group_spans`: the allocation mode's continuation
+      rounds; 0 for `GRPOTrainer` and dynamic sampling without allocation).
 
     `passed(reward)` says whether a completion is right: `reward > 0` by default (a +1/-1 or 0/1 reward). With
     `group_key`, the name of a dataset column the reward receives (such as `reasoning_gym_index`), each step's row also
@@ -32,7 +34,7 @@ class OutcomeProbe:
     """
 
     FIELDS = ("tokens", "completions", "correct_tokens", "correct", "wrong_tokens", "wrong", "groups", "all_correct",
-              "all_wrong", "equal_score_groups")
+              "all_wrong", "equal_score_groups", "ungrouped_completions")
 
     def __init__(self, reward_func, num_generations: int, passed=lambda reward: reward > 0, group_key: str | None = None):
         self.num_generations, self.passed = num_generations, passed
@@ -45,7 +47,7 @@ class OutcomeProbe:
             step = trainer_state.global_step if trainer_state else 0
             self.record(step, prompts, completion_ids, rewards)
             if group_key is not None:
-                self.count_groups_by(step, kwargs[group_key])
+                self.count_groups_by(step, prompts, kwargs[group_key])
             return rewards
 
         self.reward_func = recorded
@@ -62,14 +64,15 @@ class OutcomeProbe:
         row["groups"] += outcomes.groups
         row["all_correct"] += outcomes.all_correct
         row["all_wrong"] += outcomes.all_wrong
-        for start in range(0, len(rewards), self.num_generations):
-            group = [reward for reward in rewards[start : start + self.num_generations] if reward is not None]
+        row["ungrouped_completions"] += outcomes.ungrouped
+        for start, stop in group_spans(prompts, self.num_generations)[0]:
+            group = [reward for reward in rewards[start:stop] if reward is not None]
             row["equal_score_groups"] += bool(group) and max(group) - min(group) <= EQUAL_SCORE_TOLERANCE
 
-    def count_groups_by(self, step: int, values) -> None:
-        """Counts one group per `num_generations` consecutive completions under the value of its first row."""
+    def count_groups_by(self, step: int, prompts, values) -> None:
+        """Counts each group (`stats.group_spans`) under the value of its first row."""
         row = self.per_step[step]
-        for start in range(0, len(values), self.num_generations):
+        for start, _ in group_spans(prompts, self.num_generations)[0]:
             key = f"groups_of/{values[start]}"
             row[key] = row.get(key, 0) + 1
 

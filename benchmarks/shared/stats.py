@@ -53,24 +53,37 @@ def t_interval(values, confidence: float = 0.95) -> Interval:
 
 @dataclass(frozen=True)
 class GroupOutcomes:
-    """Degenerate groups among the groups of one reward call."""
+    """Degenerate groups among the groups of one reward call, and the completions that formed no whole group."""
 
     groups: int
     all_correct: int
     all_wrong: int
+    ungrouped: int = 0
+
+
+def group_spans(prompts: list, group_size: int) -> tuple[list[tuple[int, int]], int]:
+    """The groups of one reward call as (start, stop) positions, and the number of completions in no group. TRL and
+    dynamic sampling's rounds lay a prompt's `group_size` completions out contiguously, so every run of consecutive
+    completions of one prompt whose length is a multiple of `group_size` is split into groups; a run of another
+    length (the allocation mode's continuation rounds, which give a prompt a few more completions at a time) forms
+    none, and its completions are counted as ungrouped rather than miscounted as groups."""
+    spans, ungrouped, start = [], 0, 0
+    for stop in range(1, len(prompts) + 1):
+        if stop < len(prompts) and str(prompts[stop]) == str(prompts[start]):
+            continue
+        if (stop - start) % group_size:
+            ungrouped += stop - start
+        else:
+            spans += [(at, at + group_size) for at in range(start, stop, group_size)]
+        start = stop
+    return spans, ungrouped
 
 
 def count_group_outcomes(prompts: list, correct: list[bool], group_size: int) -> GroupOutcomes:
-    """Splits one reward call's completions into consecutive groups of `group_size` (TRL and the dynamic-sampling
-    rounds both lay a prompt's completions out contiguously) and counts the groups whose completions are all correct
-    or all wrong. Raises if a group mixes prompts, so a change in that layout cannot silently miscount."""
-    if len(correct) % group_size or len(prompts) != len(correct):
-        raise ValueError(f"{len(correct)} completions ({len(prompts)} prompts) do not split into groups of {group_size}.")
-    all_correct = all_wrong = 0
-    for start in range(0, len(correct), group_size):
-        if len(set(map(str, prompts[start : start + group_size]))) != 1:
-            raise ValueError(f"completions {start}..{start + group_size - 1} do not share one prompt.")
-        group = correct[start : start + group_size]
-        all_correct += all(group)
-        all_wrong += not any(group)
-    return GroupOutcomes(len(correct) // group_size, all_correct, all_wrong)
+    """The groups of one reward call (`group_spans`) and those whose completions are all correct or all wrong."""
+    if len(prompts) != len(correct):
+        raise ValueError(f"count_group_outcomes: {len(prompts)} prompts for {len(correct)} completions.")
+    spans, ungrouped = group_spans(prompts, group_size)
+    all_correct = sum(all(correct[start:stop]) for start, stop in spans)
+    all_wrong = sum(not any(correct[start:stop]) for start, stop in spans)
+    return GroupOutcomes(len(spans), all_correct, all_wrong, ungrouped)
