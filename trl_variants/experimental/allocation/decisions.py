@@ -1,5 +1,5 @@
 """Spending a step's completions where they teach: per round, how many completions each candidate prompt gets, and
-which G rows of a prompt's completions form its trained group. Pure numpy functions, no model (docs/allocation.md).
+which G rows of a prompt's completions form its trained group. Pure functions, no model (docs/allocation.md).
 
 The ideas followed, from their papers (facts, not code):
 
@@ -37,8 +37,9 @@ Every decision is a function of the counts alone, so processes that hold the sam
 """
 
 import numpy as np
+import torch
 
-from ..prompt_skipping.posterior import PRIOR
+from ..prompt_skipping.posterior import PRIOR, completion_successes
 
 
 def _counts(function: str, **arrays) -> list[np.ndarray]:
@@ -135,17 +136,15 @@ def finished_prompts(right, wrong, group_size: int) -> np.ndarray:
 
 def completion_outcomes(scores, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """Per completion of one prompt (`scores` on the sampling metric, in generation order, NaN: unscored), whether it
-    counts as right and whether it was scored, by `posterior.group_successes`' rule over all of them: when they are
-    mixed (highest - lowest > `tolerance`) a completion is right when it scores above the middle of their range,
-    otherwise all are right when their common score is > 0 and all wrong when it is <= 0."""
-    scores = np.asarray(scores, dtype=np.float64)
-    scored = ~np.isnan(scores)
-    if not scored.any():
-        return np.zeros(len(scores), dtype=bool), scored
-    highest, lowest = scores[scored].max(), scores[scored].min()
-    if scored.sum() >= 2 and highest - lowest > tolerance:
-        return scored & (np.nan_to_num(scores, nan=lowest) > (highest + lowest) / 2), scored
-    return scored & (scores[scored].mean() > 0), scored
+    counts as right and whether it was scored: `posterior.completion_successes` over all of them as one group, which
+    is informative when at least two are scored and highest - lowest > `tolerance` (`informative_group_mask`'s
+    rule)."""
+    row = torch.as_tensor(np.asarray(scores, dtype=np.float64)).reshape(1, -1)
+    scored = ~torch.isnan(row)
+    spread = row[scored].max() - row[scored].min() if scored.any() else torch.tensor(0.0)
+    informative = torch.tensor([int(scored.sum()) >= 2 and float(spread) > tolerance])
+    right, scored = completion_successes(row, informative)
+    return right[0].numpy(), scored[0].numpy()
 
 
 def balanced_group(right, group_size: int) -> np.ndarray:

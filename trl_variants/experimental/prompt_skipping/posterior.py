@@ -53,8 +53,8 @@ def informative_probability(q, num_generations: int):
     return 1.0 - q**num_generations - (1.0 - q) ** num_generations
 
 
-def group_successes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Per group, the completions counted as right and the completions scored.
+def completion_successes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion (`scores`: `(groups, n)`), whether it counts as right and whether it was scored.
 
     A degenerate group is all right when its common score is > 0 and all wrong otherwise (the rule of
     `selection.degenerate_outcomes`). In an informative group a completion counts as right when its score is above
@@ -68,7 +68,12 @@ def group_successes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[np
     middle = (filled_high.amax(dim=1) + filled_low.amin(dim=1)) / 2
     above_middle = (scores > middle[:, None]) & scored
     common_positive = (torch.nanmean(scores, dim=1) > 0)[:, None] & scored
-    right = torch.where(informative[:, None], above_middle, common_positive)
+    return torch.where(informative[:, None], above_middle, common_positive), scored
+
+
+def group_successes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the completions counted as right and the completions scored (`completion_successes`)."""
+    right, scored = completion_successes(scores, informative)
     return right.sum(dim=1).numpy().astype(np.float64), scored.sum(dim=1).numpy().astype(np.float64)
 
 
