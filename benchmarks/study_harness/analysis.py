@@ -100,10 +100,16 @@ def readings(record: dict, budget: int) -> tuple[dict, dict | None]:
 
 def at_budget(budget: int, measure: str = "greedy"):
     """The summary "the run's `measure` at exactly `budget` tokens", interpolated in tokens."""
+    return interpolated_at(budget, lambda point: score(point, measure))
+
+
+def interpolated_at(budget: int, value):
+    """The summary "`value(point)` at exactly `budget` tokens", interpolated in tokens between the run's readings on
+    both sides of the budget."""
     def summary(record):
         below, above = readings(record, budget)
-        return interpolate(budget, (below["tokens"], score(below, measure)),
-                           None if above is None else (above["tokens"], score(above, measure)))
+        return interpolate(budget, (below["tokens"], value(below)),
+                           None if above is None else (above["tokens"], value(above)))
     return summary
 
 
@@ -143,11 +149,7 @@ def generation_per_informative_row(record: dict) -> float:
 def updates_at(budget: int):
     """The summary "optimizer updates the run had made at exactly `budget` tokens": its readings' steps, interpolated
     in tokens as the scores are."""
-    def summary(record):
-        below, above = readings(record, budget)
-        return interpolate(budget, (below["tokens"], below["step"]),
-                           None if above is None else (above["tokens"], above["step"]))
-    return summary
+    return interpolated_at(budget, lambda point: point["step"])
 
 
 def highest_truncation(record: dict) -> float:
