@@ -93,9 +93,10 @@ def arm_rows(study, runs: dict) -> list[list[str]]:
     return rows
 
 
-def target_rows(study, runs: dict, step0_score: float) -> list[list[str]]:
+def target_rows(study, runs: dict, step0_score: float, found: dict) -> list[list[str]]:
+    """Per (arm, reference) pair: its seeds, the median ratio and the reference's gain from `found`
+    (`analysis.target_endpoints`), and each seed's ratio."""
     budget = study.settings.token_budgets[-1]
-    found = analysis.target_endpoints(runs, study.tokens_to_target, step0_score, budget)
     rows = []
     for arm, reference in study.tokens_to_target:
         ratios = analysis.tokens_ratios(runs, arm, reference, step0_score, budget)
@@ -145,8 +146,10 @@ def report(study, runs_dir: str) -> str:
               markdown_table(["arm", "budget", "below", "above"], token_rows(study, runs)), "",
               f"Machine: {'; '.join(machines)}.", ""]
     budget = study.settings.token_budgets[-1]
+    targets = {}
     if study.tokens_to_target and step0 is not None:
-        rows = target_rows(study, runs, step0["greedy"]["pass_rate"])
+        targets = analysis.target_endpoints(runs, study.tokens_to_target, step0["greedy"]["pass_rate"], budget)
+        rows = target_rows(study, runs, step0["greedy"]["pass_rate"], targets)
         lines += [f"## Tokens to reach the reference's greedy accuracy at {budget:,} tokens", "",
                   f"Per seed, the fewest tokens at which the arm's piecewise-linear curve through its readings (step 0 "
                   f"at 0 tokens) reaches the reference's accuracy interpolated at {budget:,} tokens, over {budget:,} "
@@ -160,6 +163,6 @@ def report(study, runs_dir: str) -> str:
         if study.tokens_to_target:
             if step0 is None:
                 raise ValueError(f"report: {runs_dir} has no step0.json; the decision needs step 0's accuracy.")
-            found |= analysis.target_endpoints(runs, study.tokens_to_target, step0["greedy"]["pass_rate"], budget)
+            found |= targets
         lines += ["## Decision", "", *(f"- {line}" for line in study.decide(found)), ""]
     return "\n".join(lines)
