@@ -45,14 +45,14 @@ class OutcomeProbe:
             rewards = reward_func(prompts=prompts, completions=completions, completion_ids=completion_ids,
                                   trainer_state=trainer_state, **kwargs)
             step = trainer_state.global_step if trainer_state else 0
-            self.record(step, prompts, completion_ids, rewards)
-            if group_key is not None:
-                self.count_groups_by(step, prompts, kwargs[group_key])
+            self.record(step, prompts, completion_ids, rewards, None if group_key is None else kwargs[group_key])
             return rewards
 
         self.reward_func = recorded
 
-    def record(self, step: int, prompts, completion_ids, rewards) -> None:
+    def record(self, step: int, prompts, completion_ids, rewards, group_values=None) -> None:
+        """Counts one reward call into step `step`'s row; with `group_values` (the `group_key` column), each group
+        (`stats.group_spans`) also under the value of its first row."""
         correct = [reward is not None and self.passed(reward) for reward in rewards]
         row = self.per_step[step]
         for ids, right in zip(completion_ids, correct, strict=True):
@@ -68,13 +68,9 @@ class OutcomeProbe:
         for start, stop in group_spans(prompts, self.num_generations)[0]:
             group = [reward for reward in rewards[start:stop] if reward is not None]
             row["equal_score_groups"] += bool(group) and max(group) - min(group) <= EQUAL_SCORE_TOLERANCE
-
-    def count_groups_by(self, step: int, prompts, values) -> None:
-        """Counts each group (`stats.group_spans`) under the value of its first row."""
-        row = self.per_step[step]
-        for start, _ in group_spans(prompts, self.num_generations)[0]:
-            key = f"groups_of/{values[start]}"
-            row[key] = row.get(key, 0) + 1
+            if group_values is not None:
+                key = f"groups_of/{group_values[start]}"
+                row[key] = row.get(key, 0) + 1
 
     def series(self, num_steps: int) -> dict[str, list[int]]:
         """One list per field, indexed by optimizer step 0..num_steps-1 (0 where a step generated nothing)."""
