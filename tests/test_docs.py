@@ -413,12 +413,18 @@ TOKEN_COUNT = re.compile(r"\b\d,\d{3}\b")
 RESULTS = REPO / "docs" / "results"
 STUDY2 = [RESULTS / "real_model_study" / "report.md"]
 STUDY3 = [RESULTS / "real_model_study3" / "report.md", RESULTS / "real_model_study3" / "addendum.md"]
+ALLOCATION_STUDY = [RESULTS / "allocation_study" / "report.md"]
 STUDY_PASSAGES = {  # (frozen sources, file, start, end) of each passage that quotes a real-model study
     "study 2 in benchmarks.md": (STUDY2, "docs/benchmarks.md", "**Study 2**", "**Study 3**"),
     "study 3 in benchmarks.md": (STUDY3, "docs/benchmarks.md", "**Study 3**", "The next study reads"),
     "study 2 in dynamic_sampling.md": (STUDY2, "docs/dynamic_sampling.md", "**Study 2**", "**Study 3**"),
     "study 3 in dynamic_sampling.md": (STUDY3, "docs/dynamic_sampling.md", "**Study 3**", "By the rules fixed"),
-    "evidence.md": (STUDY2 + STUDY3, "docs/evidence.md", "## What it supports", "How the defaults follow"),
+    "evidence.md": (STUDY2 + STUDY3 + ALLOCATION_STUDY, "docs/evidence.md", "## What it supports",
+                    "How the defaults follow"),
+    "allocation study in allocation.md": (ALLOCATION_STUDY, "docs/allocation.md", "## On a real model",
+                                          "## What the papers say"),
+    "allocation study's README": (ALLOCATION_STUDY, "docs/results/allocation_study/README.md", "## Result",
+                                  "| file |"),
 }
 
 
