@@ -31,7 +31,7 @@ def test_dapo_config_defaults_are_the_paper_recipe(tmp_path):
     assert config.scale_rewards == "group"
     assert config.mask_truncated_completions is False
     assert (config.overlong_buffer_length, config.overlong_penalty_factor) == (None, 1.0)
-    assert config.dynamic_sampling is True
+    assert config.dynamic_sampling == "regenerate"  # DAPO as published; True is stored so
     assert isinstance(config, GRPOConfig)
 
 
@@ -100,7 +100,7 @@ def test_negative_penalty_factor_is_rejected(tmp_path):
 def test_dapo_config_accepts_every_trl_objective(loss_type, tmp_path):
     config = build(DAPOConfig, tmp_path, loss_type=loss_type, epsilon_high=5.0 if loss_type == "cispo" else 0.28)
     assert config.loss_type == loss_type
-    assert (config.epsilon, config.dynamic_sampling) == (0.2, True)
+    assert (config.epsilon, config.dynamic_sampling) == (0.2, "regenerate")
 
 
 def test_dapo_config_rejects_an_objective_trl_does_not_have(tmp_path):
@@ -186,7 +186,6 @@ def test_wrong_field_type_names_field_value_and_types(config_class, field, value
     [
         ("overlong_buffer_length", "2", "an integer or None"),
         ("overlong_penalty_factor", "1", "a number (int or float)"),
-        ("dynamic_sampling", "no", "a bool (True or False)"),
         ("dynamic_sampling_max_rounds", 2.0, "an integer"),
         ("skip_degenerate_prompts", 1, "a bool (True or False)"),
         ("skip_degenerate_prompts", None, "a bool (True or False)"),

@@ -49,15 +49,16 @@ def test_variant_help_lists_the_command_the_config_and_trl_dataclasses_fields(ca
     assert "--accelerate_config NAME|PATH relaunches under `accelerate launch`" in " ".join(text.split())
 
 
-@pytest.mark.parametrize(("flags", "expected"), [([], True), (["--no_dynamic_sampling"], False),
-                                                 (["--dynamic_sampling", "false"], False)])  # fmt: skip
-def test_a_listed_negated_switch_turns_the_field_off(tmp_path, capsys, flags, expected):
+@pytest.mark.parametrize(("flags", "expected"), [([], "regenerate"), (["--dynamic_sampling", "false"], False),
+                                                 (["--dynamic_sampling", "drop"], "drop"),
+                                                 (["--dynamic_sampling", "True"], "regenerate")])  # fmt: skip
+def test_dynamic_sampling_takes_its_mode_or_a_bool_on_the_command_line(tmp_path, capsys, flags, expected):
     from trl_variants.cli.args import VARIANTS, parse_command
 
-    assert "--no_dynamic_sampling" in command_help(capsys, "dapo")
+    assert '"drop"' in " ".join(command_help(capsys, "dapo").split())
     argv = ["--model_name_or_path", "m", "--reward_funcs", "dapo_accuracy", "--output_dir", str(tmp_path),
             "--use_cpu", "true", *flags]  # fmt: skip
-    assert parse_command(VARIANTS["dapo"], argv, {}).training_args.dynamic_sampling is expected
+    assert parse_command(VARIANTS["dapo"], argv, {}).training_args.dynamic_sampling == expected
 
 
 def test_help_only_options_do_not_change_parsing(tmp_path):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from transformers.utils import logging
 from trl import GRPOConfig
 
-from ..dynamic_sampling.selection import carry_layout_problem
+from ..dynamic_sampling.selection import ROW_NORMALISED_LOSS_TYPES, carry_layout_problem, dynamic_sampling_mode
 from ..reliability.config_checks import check_common_fields, require
 
 logger = logging.get_logger(__name__)
@@ -66,9 +66,17 @@ class DAPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "Magnitude of the soft overlong punishment at max_completion_length. Range: >= 0."},
     )
-    dynamic_sampling: bool = field(
-        default=True,
-        metadata={"help": "Train only on prompt groups whose scores differ, generating more prompts as needed."},
+    # `str`, as TRL types its `scale_rewards`, so that the command line passes "drop" through; True and False are
+    # accepted too (`__post_init__` stores "regenerate", "drop" or False).
+    dynamic_sampling: str = field(
+        default="regenerate",
+        metadata={
+            "help": 'What to do with groups whose scores are all equal (flat: no signal). "regenerate" or True '
+            "(default, DAPO as published): generate more prompts until the batch is full of informative groups. "
+            '"drop": generate one batch per step, as GRPOTrainer does, and leave flat groups out of the loss, its '
+            "normaliser and the KL term. False: train every group, as GRPOTrainer does. The dynamic_sampling_* "
+            'fields below other than _metric and _tolerance apply to "regenerate" only.'
+        },
     )
     dynamic_sampling_metric: str = field(
         default="accuracy",
@@ -166,6 +174,7 @@ class DAPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        self.dynamic_sampling = dynamic_sampling_mode(self.dynamic_sampling)
         check_common_fields(self)
         require(
             self.loss_type in TRL_LOSS_TYPES,
@@ -189,6 +198,8 @@ class DAPOConfig(GRPOConfig):
                 self.overlong_buffer_length,
                 f"an integer with 0 < value < max_completion_length ({self.max_completion_length}), or None",
             )
+        if self.dynamic_sampling == "drop":
+            self._check_drop_fields()
         if self.dynamic_sampling:
             require(
                 self.dynamic_sampling_on_exhausted in ("fill", "raise"),
@@ -205,10 +216,11 @@ class DAPOConfig(GRPOConfig):
             )
         if self.skip_degenerate_prompts:
             require(
-                self.dynamic_sampling,
+                self.dynamic_sampling == "regenerate",
                 "skip_degenerate_prompts",
                 self.skip_degenerate_prompts,
-                "False when dynamic_sampling=False (skipping uses dynamic sampling's rounds and degeneracy metric)",
+                f"False with dynamic_sampling={self.dynamic_sampling!r} (skipping replaces prompts within "
+                'dynamic_sampling="regenerate"\'s rounds)',
             )
             require(
                 self.skip_predictor in ("posterior", "streak"),
@@ -244,7 +256,7 @@ class DAPOConfig(GRPOConfig):
             )
         # After TRL's own checks, which resolve steps_per_generation. Only an explicit True is checked: the default
         # (None) turns carrying off where it cannot work (dynamic_sampling/selection.py, `resolve_sampling_options`).
-        if self.dynamic_sampling and self.dynamic_sampling_carry_surplus:
+        if self.dynamic_sampling == "regenerate" and self.dynamic_sampling_carry_surplus:
             problem = carry_layout_problem(
                 self.gradient_accumulation_steps, self.steps_per_generation, self.num_iterations
             )
@@ -255,3 +267,23 @@ class DAPOConfig(GRPOConfig):
                 f"None (on where supported) or False, because {problem}; or keep True and make one of them a "
                 "multiple of the other",
             )
+
+    def _check_drop_fields(self) -> None:
+        """The rules of dynamic_sampling="drop": no surplus to carry, and no term its loss scale would distort."""
+        require(
+            not self.dynamic_sampling_carry_surplus,
+            "dynamic_sampling_carry_surplus",
+            self.dynamic_sampling_carry_surplus,
+            'None or False with dynamic_sampling="drop", which generates one batch per step and so has no surplus '
+            'groups to carry; carrying goes with dynamic_sampling="regenerate"',
+        )
+        entropy_bonus = self.entropy_coef != 0.0 or self.use_adaptive_entropy
+        require(
+            not (entropy_bonus and self.loss_type in ROW_NORMALISED_LOSS_TYPES),
+            "loss_type",
+            self.loss_type,
+            f'one of "dapo", "bnpo", "cispo", "vespo" with dynamic_sampling="drop" and the entropy bonus '
+            f"(entropy_coef={self.entropy_coef}, use_adaptive_entropy={self.use_adaptive_entropy}): the "
+            "row-normalised objectives are rescaled to their kept rows, which would rescale the bonus too; or set "
+            'entropy_coef=0.0, or use dynamic_sampling="regenerate"',
+        )

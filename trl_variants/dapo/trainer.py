@@ -8,6 +8,7 @@ from transformers.utils import logging
 from trl import GRPOTrainer
 
 from ..dynamic_sampling.checkpoint import load_sampler_state, save_sampler_state
+from ..dynamic_sampling.selection import ROW_NORMALISED_LOSS_TYPES
 from ..dynamic_sampling.trainer import DynamicSamplingMixin
 from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
@@ -33,11 +34,13 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `__init__`: `args` must be a `DAPOConfig` (`args=None` builds one named after the model). Appends the soft
       overlong punishment when `overlong_buffer_length` is set (weight 1.0 when `reward_weights` is given, on a copy
       of the caller's config), checks the datasets, and logs one line when clip-higher cannot act (`clip_higher`).
-    - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling=True`,
-      generation rounds, the keep/drop decision shared by all processes, carrying and the row exchange, then TRL's
-      method on this process's trained rows.
+    - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling="regenerate"`,
+      generation rounds, the keep/drop decision shared by all processes and carrying, then TRL's method on this
+      process's trained rows; with `"drop"`, TRL's method, then the flat groups' rows masked out of the loss.
+    - `_calculate_rewards` (`DynamicSamplingMixin`): with `"drop"`, keeps the rewards for that mask.
     - `_compute_loss` (`DynamicSamplingMixin`): old log-probs for fresh rows beside carried ones, and the carried
-      rows' policy ratio (`dynamic_sampling/carried_ratio_mean`, `_max`).
+      rows' policy ratio (`dynamic_sampling/carried_ratio_mean`, `_max`); with `"drop"`, the row-normalised
+      objectives' loss scaled to the kept rows.
     - `_generate_single_turn` (`DynamicSamplingMixin`): transformers generation in calls of at most
       `max_rows_per_generate_call` rows, a call that runs out of memory halved and retried.
     - `_prepare_inputs` (`DynamicSamplingMixin`): pairs each generation batch with the dataset indices its sampler
@@ -73,6 +76,13 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
         reward_funcs, args = self._with_overlong_punishment(reward_funcs, args)
         keep_linear_weights_reloadable(args)
         super().__init__(model, reward_funcs, args, *positional, **kwargs)
+        if args.dynamic_sampling == "drop" and args.loss_type in ROW_NORMALISED_LOSS_TYPES and self.aux_loss_enabled:
+            raise ValueError(
+                f'loss_type={args.loss_type!r} is not allowed with dynamic_sampling="drop" and a model that returns a '
+                f"router auxiliary loss (router_aux_loss_coef={args.router_aux_loss_coef}): the row-normalised "
+                'objectives are rescaled to their kept rows, which would rescale that loss too; expected "dapo", '
+                '"bnpo", "cispo" or "vespo", router_aux_loss_coef=0.0, or dynamic_sampling="regenerate".'
+            )
         self.setup_reliability_checks()
         self.setup_dynamic_sampling()
         self._log_if_clip_higher_idle()
@@ -131,7 +141,9 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
             ),
             "dynamic_sampling": args.dynamic_sampling,
         }
-        if args.dynamic_sampling:
+        if args.dynamic_sampling == "drop":
+            settings["dynamic sampling drops flat groups on the metric"] = args.dynamic_sampling_metric
+        if args.dynamic_sampling == "regenerate":
             settings["dynamic sampling (metric, max rounds, on exhausted)"] = (
                 args.dynamic_sampling_metric,
                 args.dynamic_sampling_max_rounds,

@@ -13,6 +13,9 @@ and one `gather_object` gives every process every row of the round. Every proces
 carried groups first. The gather costs about 6 times the bytes of moving only the rows that must change process, a
 few percent of a gradient all-reduce at scale (docs/results/collective_traffic).
 
+With `dynamic_sampling="drop"` there are no rounds: `drop_flat_groups` takes the batch TRL generated and scored as
+`GRPOTrainer` does, and masks the flat groups' rows out of the loss and its normaliser.
+
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a dataset
 index (a prompt key for a stream), drawn alike on every process (prompt_sources.py). docs/architecture.md follows
 one step through it.
@@ -32,6 +35,7 @@ from .generate_calls import GenerateCalls
 from .prompt_sources import STREAM_KEY_SPACE, DatasetIndices, RefillSampler, StreamRefill
 from .selection import (
     ALL_GROUPS_REWARD_METRIC,
+    KEPT_ROWS_SCALE_KEY,
     NO_SIGNAL_STEPS,
     PassRateTracker,
     decide_round,
@@ -39,6 +43,7 @@ from .selection import (
     first_round_extra_groups,
     groups_to_request,
     informative_group_mask,
+    kept_rows_loss_scale,
     no_signal_warning,
     resolve_sampling_options,
     total_reward_sum,
@@ -124,7 +129,9 @@ class DynamicSampler:
     def __init__(self, trainer):
         self.trainer = trainer
         args = trainer.args
-        self.enabled = bool(args.dynamic_sampling)
+        self.mode = args.dynamic_sampling  # "regenerate", "drop" or False
+        self.enabled = bool(self.mode)
+        self.scored_rewards = None  # "drop": the rewards TRL's scoring pass just computed
         self.calls = GenerateCalls(trainer)
         self.pass_rate = PassRateTracker()
         self.carried: list[list[GeneratedRow]] = []
@@ -145,7 +152,7 @@ class DynamicSampler:
             args.dynamic_sampling_metric, trainer.reward_func_names, trainer.reward_funcs
         )
         dataset = trainer.train_dataset
-        if dataset is None:
+        if dataset is None or self.mode == "drop":
             return
         if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
             self.refill = RefillSampler(dataset_size=len(dataset), seed=args.seed + 1)
@@ -245,6 +252,43 @@ class DynamicSampler:
         self.log_step(groups, generated, scores, informative, decision, rounds, len(carried))
         carried_per_process = [carried_rows - p * rows_per_process for p in range(num_processes)]
         return TrainedBatch(local, [min(max(count, 0), rows_per_process) for count in carried_per_process])
+
+    def drop_flat_groups(self, output: dict) -> dict:
+        """dynamic_sampling="drop": TRL's scored generation batch `output` (this process's rows) with the rows of flat
+        groups masked out of the loss, its normaliser and the KL term: their `completion_mask` is zeroed, as TRL's
+        `mask_truncated_completions` zeroes a truncated row's, `num_items_in_batch` is counted again over the kept
+        tokens of every process, and the row-normalised objectives get `kept_rows_loss_scale` (applied by the
+        trainer's `_compute_loss`). Every process keeps all its rows, so all run the same forward and backward
+        calls, as ZeRO-3 and FSDP need, even when all of a process's rows are flat.
+
+        Flat is decided on the sampling metric (`dynamic_sampling_metric`, `dynamic_sampling_tolerance`), as
+        regeneration decides it, over every process's rewards (TRL's `_calculate_rewards` gathers them), so every
+        process takes the same decision."""
+        trainer, group_size = self.trainer, self.trainer.num_generations
+        rewards, self.scored_rewards = self.scored_rewards, None
+        if rewards is None:
+            raise RuntimeError(
+                'dynamic_sampling="drop": TRL\'s _generate_and_score_completions computed no rewards through '
+                "_calculate_rewards; this TRL version is not supported with it. Set dynamic_sampling=\"regenerate\"."
+            )
+        rewards = rewards.cpu()
+        scores = self.sampling_scores(rewards).view(-1, group_size)
+        informative = informative_group_mask(scores, trainer.args.dynamic_sampling_tolerance)
+        kept_rows = informative.repeat_interleave(group_size)
+        completion_mask = output["completion_mask"]
+        local_rows = completion_mask.shape[0]
+        start = trainer.accelerator.process_index * local_rows
+        keep = kept_rows[start : start + local_rows].to(completion_mask.device)
+        output["completion_mask"] = completion_mask * keep.unsqueeze(1).to(completion_mask.dtype)
+        loss_mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            loss_mask = loss_mask * output["tool_mask"]
+        output["num_items_in_batch"] = trainer.accelerator.gather(loss_mask.sum()).sum()
+        scale = kept_rows_loss_scale(trainer.args.loss_type, kept_rows.numel(), int(kept_rows.sum()))
+        output[KEPT_ROWS_SCALE_KEY] = torch.tensor(scale, device=completion_mask.device)
+        metrics = self.record_outcomes(scores, informative, rewards)
+        metrics["dynamic_sampling/kept_rows_frac"].append(kept_rows.float().mean().item())
+        return output
 
     def rounds_until_enough(self, first_segment: list, carried_groups: int, run_round) -> tuple[list, list, int]:
         """Generation rounds until the step has enough informative groups or `dynamic_sampling_max_rounds` ran:
@@ -406,31 +450,39 @@ class DynamicSampler:
         total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         return total
 
-    def log_step(self, groups, generated, scores, informative, decision, rounds: int, carried_groups: int) -> None:
-        """Updates the pass rate and the skipping history, warns of a run with no signal, and logs the step's
-        sampling metrics, all from every process's groups (`scores`: `(groups, G)`) and rows (`generated`)."""
+    def record_outcomes(self, scores: torch.Tensor, informative: torch.Tensor, rewards: torch.Tensor) -> dict:
+        """What both modes log of a step's generated groups (`scores`: `(groups, G)`, `rewards`: per row and reward
+        function): updates the pass rate, warns of a run with no signal, and logs the generated groups, the pass
+        rate and the all-correct and all-wrong shares. Returns TRL's train metrics, for the caller's own."""
         trainer = self.trainer
-        found, seen = int(informative.sum()), len(groups)
+        found, seen = int(informative.sum()), scores.shape[0]
         self.pass_rate.update(found, seen)
-        rewards = torch.tensor([row.rewards for row in generated])
         if self.pass_rate.steps_without_signal == NO_SIGNAL_STEPS:
             values = {name: [None if math.isnan(value) else value for value in rewards[:, i].tolist()]
                       for i, name in enumerate(trainer.reward_func_names)}  # fmt: skip
             logger.warning(no_signal_warning(NO_SIGNAL_STEPS, values))
         metrics = trainer._metrics["train"]
+        all_correct, all_wrong = degenerate_outcomes(scores, informative)
+        metrics["dynamic_sampling/generated_groups"].append(float(seen))
+        metrics["dynamic_sampling/pass_rate"].append(found / seen)
+        metrics["dynamic_sampling/all_correct_frac"].append(all_correct / seen)
+        metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
+        return metrics
+
+    def log_step(self, groups, generated, scores, informative, decision, rounds: int, carried_groups: int) -> None:
+        """Updates the pass rate and the skipping history, warns of a run with no signal, and logs the step's
+        sampling metrics, all from every process's groups (`scores`: `(groups, G)`) and rows (`generated`)."""
+        trainer = self.trainer
+        rewards = torch.tensor([row.rewards for row in generated])
+        metrics = self.record_outcomes(scores, informative, rewards)
         if self.skipper is not None:
             self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
         if self.allocator is not None:
             self.allocator.log(metrics)
-        all_correct, all_wrong = degenerate_outcomes(scores, informative)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))
-        metrics["dynamic_sampling/generated_groups"].append(float(seen))
         # Carried groups are informative groups of the trained batch too.
         metrics["dynamic_sampling/kept_groups"].append(float(len(decision.kept) + carried_groups))
-        metrics["dynamic_sampling/pass_rate"].append(found / seen)
-        metrics["dynamic_sampling/all_correct_frac"].append(all_correct / seen)
-        metrics["dynamic_sampling/all_wrong_frac"].append(all_wrong / seen)
         metrics["dynamic_sampling/filled"].append(float(bool(decision.filled)))
         metrics["dynamic_sampling/dropped_informative_groups"].append(float(len(decision.dropped)))
         if self.options.carry_surplus:

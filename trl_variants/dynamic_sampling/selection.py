@@ -14,6 +14,10 @@ Options (`resolve_sampling_options`): whether the run skips prompts and carries 
 the real-model study (docs/dynamic_sampling.md, "Carrying surplus groups"); a default never refuses a run that the
 explicit `False` would train: where carrying cannot work it resolves to off and says why.
 
+Modes (`dynamic_sampling_mode`): "regenerate" (DAPO as published: generation rounds until the batch is full of
+informative groups) or "drop" (one generation batch per step, as `GRPOTrainer`, whose flat groups take no part in the
+update: `kept_rows_loss_scale`).
+
 The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step; TRL's
 `reward` measures the trained batch, which holds informative groups only.
 """
@@ -46,6 +50,53 @@ def informative_group_mask(scores: torch.Tensor, tolerance: float) -> torch.Tens
     return (scored.sum(dim=1) >= 2) & ((highest - lowest) > tolerance)
 
 
+DYNAMIC_SAMPLING_MODES_TEXT = (
+    'True or "regenerate" (generate more prompts until the batch is full of informative groups, DAPO as published), '
+    '"drop" (one generation batch per step; flat groups take no part in the update) or False'
+)
+
+
+def dynamic_sampling_mode(value) -> str | bool:
+    """`DAPOConfig.dynamic_sampling` in its stored form: "regenerate", "drop" or False. `True` means "regenerate";
+    the strings "true" and "false" (any case, as a command line gives them) mean `True` and `False`. Anything else
+    raises `ValueError` naming the field, the value and what is allowed."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if value is True or value == "regenerate":
+        return "regenerate"
+    if value is False or value == "drop":
+        return value
+    raise ValueError(f"dynamic_sampling={value!r} is not allowed; expected {DYNAMIC_SAMPLING_MODES_TEXT}.")
+
+
+# The key of `kept_rows_loss_scale`'s factor in a scored batch (a 0-dim tensor, which TRL's split keeps whole).
+KEPT_ROWS_SCALE_KEY = "dynamic_sampling_kept_rows_scale"
+# TRL's objectives that average per-row terms over a micro-batch's rows ("dr_grpo": rows x max_completion_length).
+ROW_NORMALISED_LOSS_TYPES = ("grpo", "sapo", "dr_grpo", "luspo")
+
+
+def kept_rows_loss_scale(loss_type: str, rows: int, kept_rows: int) -> float:
+    """The factor that turns TRL's loss over a generation batch whose flat rows are masked out into that loss
+    type's formula over the kept rows alone (dynamic_sampling="drop").
+
+    A masked row adds nothing to any sum. The objectives of `ROW_NORMALISED_LOSS_TYPES` still count it in their
+    denominator: "grpo", "sapo" and "luspo" average over a micro-batch's `B` rows and "dr_grpo" divides by
+    `B * max_completion_length`, so with `N` rows and `K` kept over the generation batch (every process, every
+    micro-batch) the loss over the kept rows is TRL's times `N / K`:
+
+        L = (1 / K) * sum_{kept rows i} l_i        where TRL computes (1 / N) * sum_{kept rows i} l_i
+
+    "dapo", "cispo" and "vespo" divide by `num_items_in_batch`, the generation batch's unmasked tokens, which the
+    trainer counts again after masking; "bnpo" divides by each micro-batch's unmasked tokens: factor 1. With no
+    kept row the loss is 0 whatever the factor; 0 is returned.
+    """
+    if not 0 <= kept_rows <= rows:
+        raise ValueError(f"kept_rows_loss_scale: kept_rows must be in [0, rows={rows}], got {kept_rows}.")
+    if loss_type not in ROW_NORMALISED_LOSS_TYPES:
+        return 1.0
+    return rows / kept_rows if kept_rows else 0.0
+
+
 # Consecutive steps without an informative group after which a run is warned, once, that its reward gives no signal.
 NO_SIGNAL_STEPS = 3
 
@@ -60,7 +111,7 @@ def no_signal_warning(steps: int, reward_values: dict[str, list]) -> str:
     )
     return (
         f"Dynamic sampling found no informative group in {steps} consecutive steps: within every group the rewards "
-        f"were equal, so these steps trained with zero advantage (loss 0) while generating extra rounds. Rewards "
+        f"were equal, so these steps had nothing to train on (zero advantage, loss 0). Rewards "
         f"seen in the latest step: {seen}. Check that the reward functions score the completions (a reward that "
         "returns a constant, or None, for every completion gives nothing to learn), that max_completion_length lets "
         "the model finish an answer, and that the task is neither too easy nor too hard for the model."
@@ -176,7 +227,7 @@ class SamplingOptions:
 
 
 def resolve_sampling_options(
-    dynamic_sampling: bool,
+    dynamic_sampling: bool | str,
     skip_degenerate_prompts: bool,
     carry_surplus: bool | None,
     gradient_accumulation_steps: int,
@@ -186,9 +237,10 @@ def resolve_sampling_options(
 ) -> SamplingOptions:
     """Resolves carrying's `None` default; raises `ValueError` for an explicit `True` that cannot work.
 
-    Without dynamic sampling both options are off (an explicit `True` for skipping is refused by `DAPOConfig`).
+    Without regeneration (`dynamic_sampling` False or "drop") both options are off: there are no rounds to skip
+    prompts in and no surplus to carry (an explicit `True` for either is refused by `DAPOConfig`).
     """
-    if not dynamic_sampling:
+    if not dynamic_sampling or dynamic_sampling == "drop":
         return SamplingOptions(skip_degenerate_prompts=False, carry_surplus=False)
     problem = carry_layout_problem(gradient_accumulation_steps, steps_per_generation, num_iterations)
     if problem is None and is_vision_language_model:

@@ -2,12 +2,15 @@
 that call `super()` and delegate to the trainer's one `DynamicSampler` (sampler.py), which owns all the state.
 
 Phase 1 of a training step (`DynamicSampler.sample_batch`) generates rounds and decides which groups are trained;
-phase 2 replays the trained rows into TRL's unchanged `_generate_and_score_completions` (trl_hooks.py).
+phase 2 replays the trained rows into TRL's unchanged `_generate_and_score_completions` (trl_hooks.py). With
+`dynamic_sampling="drop"` there is no phase 1: TRL generates and scores its one batch, and the sampler masks the flat
+groups out of the loss (`DynamicSampler.drop_flat_groups`).
 docs/architecture.md follows one step through the modules; docs/dynamic_sampling.md explains the mechanism and
 its guarantees.
 """
 
 from .sampler import DynamicSampler, DynamicSamplingExhaustedError
+from .selection import KEPT_ROWS_SCALE_KEY
 from .trl_hooks import (
     carried_rows_in_loss,
     engine_awake_across_rounds,
@@ -23,8 +26,8 @@ __all__ = ["DynamicSamplingExhaustedError", "DynamicSamplingMixin"]
 class DynamicSamplingMixin:
     """Adds DAPO's dynamic sampling to a `GRPOTrainer` subclass; `setup_dynamic_sampling` must run right after
     `GRPOTrainer.__init__`. Evaluation is never filtered. Overrides (each calling `super()`):
-    `_generate_and_score_completions`, `_compute_loss`, `_generate_single_turn`, `_get_dataloader`,
-    `get_resumed_dataloader`, `_prepare_inputs`."""
+    `_generate_and_score_completions`, `_calculate_rewards`, `_compute_loss`, `_generate_single_turn`,
+    `_get_dataloader`, `get_resumed_dataloader`, `_prepare_inputs`."""
 
     def setup_dynamic_sampling(self) -> None:
         self._dynamic_sampler = DynamicSampler(self)
@@ -37,6 +40,8 @@ class DynamicSamplingMixin:
     def _generate_and_score_completions(self, inputs):
         if not (self.args.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
+        if self.args.dynamic_sampling == "drop":
+            return self._dynamic_sampler.drop_flat_groups(super()._generate_and_score_completions(inputs))
         with engine_awake_across_rounds(self):
             batch = self._dynamic_sampler.sample_batch(inputs, super()._generate_and_score_completions)
         with (
@@ -46,10 +51,18 @@ class DynamicSamplingMixin:
         ):
             return complete(super()._generate_and_score_completions([replay_row(row) for row in batch.local]))
 
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.args.dynamic_sampling == "drop" and self.model.training:  # for `drop_flat_groups`, right after
+            self._dynamic_sampler.scored_rewards = rewards
+        return rewards
+
     def _compute_loss(self, model, inputs):
         carried_ratio = self._dynamic_sampler.carried_ratio
         with carried_rows_in_loss(self, inputs, carried_ratio.add):
             loss = super()._compute_loss(model, inputs)
+        if KEPT_ROWS_SCALE_KEY in inputs:  # dynamic_sampling="drop", a row-normalised objective
+            loss = loss * inputs[KEPT_ROWS_SCALE_KEY]
         # One gather per optimizer step, at its last micro-batch, and only in steps that trained carried rows.
         if self.accelerator.sync_gradients:
             for name, value in (carried_ratio.close(self.accelerator) or {}).items():

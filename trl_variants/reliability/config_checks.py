@@ -39,7 +39,7 @@ def check_field_types(config) -> None:
     """Raises `TypeError` naming the field, the value, its type and the expected type, for every numeric field (the
     package's, TRL's and transformers') and every boolean field the variant config declares. Without it,
     `num_generations="8"` fails deep in TRL or transformers with a message that names no field, and
-    `dynamic_sampling="no"` would silently be true."""
+    `skip_degenerate_prompts="no"` would silently be true."""
     for name, expected, optional in _checked_fields(type(config)):
         value = getattr(config, name)
         if value is None and optional:
