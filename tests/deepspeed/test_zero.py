@@ -18,6 +18,7 @@ from ..dynamic_sampling.scripts.sharded_runs import SAVE_STEPS
 from ..dynamic_sampling.sharded_checks import (
     check_both_ranks_trained_one_model,
     check_the_groups_of_the_single_process_decision,
+    check_the_drop_run,
     check_the_resume_logs_the_uninterrupted_run,
     check_the_uneven_run,
     launches_on_first_use,
@@ -29,7 +30,7 @@ pytestmark = deepspeed_test
 SCRIPT = SCRIPTS / "zero_runs.py"
 RUNS = {
     2: ("defaults", "resumed"),
-    3: ("defaults", "resumed", "published", "dr_grpo", "reward_model", "lora", "uneven"),
+    3: ("defaults", "resumed", "published", "dr_grpo", "reward_model", "lora", "uneven", "drop"),
 }
 # Generous for a loaded 2-core machine (about 80 s unloaded for ZeRO-3's seven runs, plus DeepSpeed's one-time
 # build of its communication op, about 80 s, when no earlier run built it); a hang is killed here.
@@ -62,8 +63,8 @@ def test_both_ranks_train_under_a_deepspeed_engine(launched, stage, run):
 
 @pytest.mark.parametrize(
     "stage, run",
-    [(stage, run) for stage, run in STAGE_RUNS if run not in ("resumed", "dr_grpo")],
-    ids=[f"zero{stage}-{run}" for stage, run in STAGE_RUNS if run not in ("resumed", "dr_grpo")],
+    [(stage, run) for stage, run in STAGE_RUNS if run not in ("resumed", "dr_grpo", "drop")],
+    ids=[f"zero{stage}-{run}" for stage, run in STAGE_RUNS if run not in ("resumed", "dr_grpo", "drop")],
 )
 def test_ranks_train_the_groups_of_the_single_process_decision(launched, stage, run):
     check_the_groups_of_the_single_process_decision(launched(stage)[run], run)
@@ -85,3 +86,7 @@ def test_zero3_with_uneven_work_finishes_and_trains_the_decision(launched):
     """The decision is checked above; with `ds3_gather_for_generation=False`, each of rank 1's decoding steps is a
     collective rank 0 must join."""
     check_the_uneven_run(*launched(3)["uneven"])
+
+
+def test_zero3_drop_trains_with_a_rank_whose_rows_are_all_flat(launched):
+    check_the_drop_run(*launched(3)["drop"])

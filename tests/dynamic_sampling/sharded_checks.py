@@ -124,3 +124,16 @@ def check_the_uneven_run(first, second) -> None:
         assert len(a["trained"]) == len(b["trained"]) == UNEVEN_PER_DEVICE_BATCH
         # Six rows a process, groups of four: the batch's second group has two rows on each rank.
         assert {tuple(row[0]) for row in a["trained"][4:]} == {tuple(row[0]) for row in b["trained"][:2]}
+
+
+def check_the_drop_run(first, second) -> None:
+    """`dynamic_sampling="drop"`: one generate call of one generation batch per step on each rank, as `GRPOTrainer`
+    makes, and only rank 1's informative groups kept (rank 0's rows are all flat); the launch finished, so rank 0,
+    with nothing of its own to train, joined every collective forward and backward."""
+    for rank in (first, second):
+        assert rank["generate_rows"] == [PER_DEVICE_BATCH] * STEPS
+        assert rank["steps"] == []  # no generation rounds
+    # Rank 1's groups are informative for half the prompts; a step whose groups are all flat trains with loss 0.
+    kept = [entry["dynamic_sampling/kept_rows_frac"] for entry in first["logs"]]
+    assert len(kept) == STEPS and all(0 <= share <= 0.5 for share in kept) and max(kept) > 0, kept
+    assert all(entry["loss"] == 0 for entry, share in zip(first["logs"], kept, strict=True) if share == 0)

@@ -22,6 +22,7 @@ from ..dynamic_sampling.scripts.sharded_runs import GENERATE_CALL_CAP, PER_DEVIC
 from ..dynamic_sampling.sharded_checks import (
     check_both_ranks_trained_one_model,
     check_the_groups_of_the_single_process_decision,
+    check_the_drop_run,
     check_the_resume_logs_the_uninterrupted_run,
     check_the_uneven_run,
     launches_on_first_use,
@@ -34,7 +35,8 @@ pytestmark = fsdp_test
 
 SCRIPT = SCRIPTS / "fsdp_runs.py"
 RUNS = {
-    2: ("defaults", "resumed", "published", "dr_grpo", "capped", "reward_model", "lora", "uneven", "planned", "bf16"),
+    2: ("defaults", "resumed", "published", "dr_grpo", "capped", "reward_model", "lora", "uneven", "planned", "bf16",
+        "drop"),
     1: ("defaults", "resumed"),
 }
 # Generous for a loaded 2-core machine (FSDP2's eight runs took about 30 s at load 6); a hang is killed here.
@@ -43,7 +45,7 @@ LAUNCH_TIMEOUT_S = 300
 ONE_RANK_FORWARD_TIMEOUT_S = 60
 OUT_OF_MEMORY_TIMEOUT_S = 120
 VERSION_RUNS = [(version, run) for version, runs in RUNS.items() for run in runs]
-DECIDED = [(version, run) for version, run in VERSION_RUNS if run not in ("resumed", "dr_grpo")]
+DECIDED = [(version, run) for version, run in VERSION_RUNS if run not in ("resumed", "dr_grpo", "drop")]
 
 
 def ids(pairs):
@@ -130,6 +132,10 @@ def test_fsdp2_with_uneven_work_finishes_and_trains_the_decision(launched):
     """The decision is checked above; generating under FSDP, transformers' `generate` keeps rank 0 stepping (with
     `synced_gpus`) until rank 1 has decoded to the limit, each step a collective."""
     check_the_uneven_run(*launched(2)["uneven"])
+
+
+def test_fsdp2_drop_trains_with_a_rank_whose_rows_are_all_flat(launched):
+    check_the_drop_run(*launched(2)["drop"])
 
 
 def test_a_sharded_forward_on_one_rank_only_hangs(tmp_path):

@@ -13,6 +13,8 @@ Runs, one after the other in the same process group, from the same warm-started 
 - "reward_model": a second tiny model, a sequence classifier TRL loads from a path and prepares with the engine,
   as a reward beside the half-degenerate one (which decides degeneracy);
 - "lora": PEFT LoRA adapters on the policy;
+- "drop": `dynamic_sampling="drop"` under the rank-skewed reward of "uneven": every group rank 0 holds is flat, so
+  rank 0 trains no row of its own, yet must join every forward and backward;
 - "uneven": work deliberately uneven over the processes: six rows per process in groups of four, so that groups
   straddle the processes; every group rank 0 generates is degenerate, so rank 1 alone finds informative groups
   and more rounds are needed; rank 1 always generates `max_completion_length` tokens while rank 0 stops at EOS, so
@@ -105,7 +107,7 @@ def build_run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engin
     trainer_class, config_class, rewards = DAPOTrainer, DAPOConfig, [HalfDegenerateReward(NUM_GENERATIONS)]
     settings = dict(per_device_train_batch_size=PER_DEVICE_BATCH, num_generations=NUM_GENERATIONS, max_steps=STEPS)
     kwargs, resume_from, output_name = {}, None, name
-    if name not in ("published", "dr_grpo"):  # DrGRPOConfig has no skipping field
+    if name not in ("published", "dr_grpo", "drop"):  # DrGRPOConfig has no skipping field; "drop" has no rounds
         settings.update(skip_degenerate_prompts=True)
     if name in ("defaults", "resumed"):
         settings.update(max_steps=RESUME_STEPS, save_strategy="steps", save_steps=SAVE_STEPS)
@@ -124,6 +126,9 @@ def build_run(name: str, task, pristine, out_dir: Path, rank: int, engine: Engin
         rewards.append(str(out_dir / REWARD_MODEL))
     elif name == "lora":
         kwargs["peft_config"] = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    elif name == "drop":
+        rewards = [RankSkewedReward(NUM_GENERATIONS, rank)]
+        settings.update(dynamic_sampling="drop")
     elif name == "uneven":
         rewards = [RankSkewedReward(NUM_GENERATIONS, rank)]
         settings.update(per_device_train_batch_size=UNEVEN_PER_DEVICE_BATCH, ds3_gather_for_generation=False)
