@@ -51,8 +51,9 @@ class Study:
     """`trainer_and_config(arm, output_dir, shared_kwargs)` returns the arm's trainer class and config; `task` is a
     reasoning-gym (task, config) drawn once (`draw_seed`, `draw_size`) and split by `problem_key` (problems.py);
     `tokens_to_target` lists (arm, reference) pairs whose tokens to reach the reference's greedy score at the last
-    budget the report gives (`analysis.target_endpoints`). `decide(found)`, given the greedy `Comparison`s by name
-    and those endpoints by `analysis.tokens_key` and `analysis.gain_key`, returns the decision's lines."""
+    budget the report gives (`analysis.target_endpoints`). `decide(found)`, given the greedy `Comparison`s fixed in
+    advance (`analysis.FIXED`; exploratory and post hoc ones are reported, never decided on) by name and those
+    endpoints by `analysis.tokens_key` and `analysis.gain_key`, returns the decision's lines."""
 
     name: str
     arms: dict
