@@ -416,7 +416,12 @@ STUDY3 = [RESULTS / "real_model_study3" / "report.md", RESULTS / "real_model_stu
 ALLOCATION_STUDY = [RESULTS / "allocation_study" / "report.md"]
 STUDY_PASSAGES = {  # (frozen sources, file, start, end) of each passage that quotes a real-model study
     "study 2 in benchmarks.md": (STUDY2, "docs/benchmarks.md", "**Study 2**", "**Study 3**"),
-    "study 3 in benchmarks.md": (STUDY3, "docs/benchmarks.md", "**Study 3**", "The next study reads"),
+    "study 3 in benchmarks.md": (STUDY3, "docs/benchmarks.md", "**Study 3**", "The allocation study ([frozen]"),
+    "allocation study in benchmarks.md": (ALLOCATION_STUDY, "docs/benchmarks.md", "The allocation study ([frozen]",
+                                          "## Dynamic sampling: carrying"),
+    "allocation study in dynamic_sampling.md": (ALLOCATION_STUDY, "docs/dynamic_sampling.md",
+                                                "**At exactly matched tokens**", "## Generation calls and memory"),
+    "README's evidence": (STUDY3 + ALLOCATION_STUDY, "README.md", "**Evidence.**", "[What the evidence says]"),
     "study 2 in dynamic_sampling.md": (STUDY2, "docs/dynamic_sampling.md", "**Study 2**", "**Study 3**"),
     "study 3 in dynamic_sampling.md": (STUDY3, "docs/dynamic_sampling.md", "**Study 3**", "By the rules fixed"),
     "evidence.md": (STUDY2 + STUDY3 + ALLOCATION_STUDY, "docs/evidence.md", "## What it supports",
