@@ -428,8 +428,8 @@ STUDY_PASSAGES = {  # (frozen sources, file, start, end) of each passage that qu
     "study 3 in dynamic_sampling.md": (STUDY3, "docs/dynamic_sampling.md", "**Study 3**", "By the rules fixed"),
     "evidence.md": (STUDY2 + STUDY3 + ALLOCATION_STUDY, "docs/evidence.md", "## What it supports",
                     "How the defaults follow"),
-    "allocation study in allocation.md": (ALLOCATION_STUDY, "docs/allocation.md", "## On a real model",
-                                          "## What the papers say"),
+    "allocation study in its design": (ALLOCATION_STUDY, "docs/results/allocation_study/design.md",
+                                       "## On a real model", "## What the papers say"),
     "allocation study's README": (ALLOCATION_STUDY, "docs/results/allocation_study/README.md", "## Result",
                                   "| file |"),
 }

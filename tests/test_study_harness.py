@@ -533,18 +533,8 @@ def test_updates_truncation_and_logged_means_per_run():
     assert math.isnan(analysis.logged_mean("clip_ratio/low_mean")(run))
 
 
-def test_the_logged_keys_hold_every_allocation_metric_the_metrics_page_lists():
-    from pathlib import Path
-
-    from benchmarks.study_harness.study import LOGGED
-
-    page = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
-    listed = set(re.findall(r"`(dynamic_sampling/allocation_[a-z_]+)`", page))
-    assert len(listed) == 5 and listed <= set(LOGGED)
-
-
 def test_the_probe_counts_every_completion_of_rounds_that_are_not_whole_groups():
-    """The allocation mode's rounds give a prompt a few more completions at a time: the probe counts their tokens
+    """Rounds that give a prompt a few more completions at a time: the probe counts their tokens
     (the budgets read them) and outcomes, counts only whole groups as groups, and the rest as ungrouped."""
     def reward(prompts, completions, completion_ids, trainer_state=None, **kwargs):
         return [1.0 if index % 3 else 0.0 for index, _ in enumerate(completions)]

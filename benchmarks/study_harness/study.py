@@ -33,17 +33,14 @@ class Settings:
 SMOKE = Settings(held_out_prompts=4, train_size=8, prompts_per_step=1, num_generations=2, max_completion_length=8,
                  steps_per_generation=2, token_budgets=(20,), fixed_step=4)
 
-# Metrics every run keeps per optimizer step: TRL's clip ratios, dynamic sampling's activity and its allocation
-# mode's (docs/metrics.md); a run keeps those its trainer logs.
+# Metrics every run keeps per optimizer step: TRL's clip ratios and dynamic sampling's activity (docs/metrics.md); a
+# run keeps those its trainer logs.
 LOGGED = ("reward", "completions/mean_length", "completions/clipped_ratio", "frac_reward_zero_std",
           "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean", "dynamic_sampling/rounds",
           "dynamic_sampling/generated_groups", "dynamic_sampling/kept_groups", "dynamic_sampling/carried_groups",
           "dynamic_sampling/dropped_informative_groups", "dynamic_sampling/skipped_prompts",
           "dynamic_sampling/generated_tokens", "dynamic_sampling/carried_ratio_mean",
-          "dynamic_sampling/carried_ratio_max", "dynamic_sampling/allocation_candidates",
-          "dynamic_sampling/allocation_generated_prompts", "dynamic_sampling/allocation_continued_prompts",
-          "dynamic_sampling/allocation_generated_completions",
-          "dynamic_sampling/allocation_completions_per_informative_group")  # fmt: skip
+          "dynamic_sampling/carried_ratio_max")  # fmt: skip
 
 
 @dataclass(frozen=True)
