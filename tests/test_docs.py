@@ -6,8 +6,9 @@ are illustrations (they need a GPU, a network or a cluster) and are only checked
 
 It also checks that docs/troubleshooting.md quotes every error message in `trl_variants`, that
 docs/config_reference.md has a row for every field the configs add, change or re-declare, that every
-`trl_variants` path and benchmark module or file the docs name exists, and that the README's demo table is what the
-demo prints. The docs are README.md, CONTRIBUTING.md, docs/*.md and the benchmark studies' READMEs.
+`trl_variants` path and benchmark module or file the docs name exists, that the README's demo table is what the
+demo prints, that every figure a passage quotes from a frozen study is in its report, and that an interval quoted
+from a study harness report's comparison row carries that row's arms, reading and status in its sentence. The docs are README.md, CONTRIBUTING.md, docs/*.md and the benchmark studies' READMEs.
 """
 
 import ast
@@ -15,6 +16,7 @@ import dataclasses
 import importlib
 import importlib.util
 import io
+import itertools
 import re
 from pathlib import Path
 
@@ -416,13 +418,18 @@ STUDY3 = [RESULTS / "real_model_study3" / "report.md", RESULTS / "real_model_stu
 ALLOCATION_STUDY = [RESULTS / "allocation_study" / "report.md"]
 STUDY_PASSAGES = {  # (frozen sources, file, start, end) of each passage that quotes a real-model study
     "study 2 in benchmarks.md": (STUDY2, "docs/benchmarks.md", "**Study 2**", "**Study 3**"),
-    "study 3 in benchmarks.md": (STUDY3, "docs/benchmarks.md", "**Study 3**", "The next study reads"),
+    "study 3 in benchmarks.md": (STUDY3, "docs/benchmarks.md", "**Study 3**", "The allocation study ([frozen]"),
+    "allocation study in benchmarks.md": (ALLOCATION_STUDY, "docs/benchmarks.md", "The allocation study ([frozen]",
+                                          "## Dynamic sampling: carrying"),
+    "allocation study in dynamic_sampling.md": (ALLOCATION_STUDY, "docs/dynamic_sampling.md",
+                                                "**At exactly matched tokens**", "## Generation calls and memory"),
+    "README's evidence": (STUDY3 + ALLOCATION_STUDY, "README.md", "**Evidence.**", "[What the evidence says]"),
     "study 2 in dynamic_sampling.md": (STUDY2, "docs/dynamic_sampling.md", "**Study 2**", "**Study 3**"),
     "study 3 in dynamic_sampling.md": (STUDY3, "docs/dynamic_sampling.md", "**Study 3**", "By the rules fixed"),
     "evidence.md": (STUDY2 + STUDY3 + ALLOCATION_STUDY, "docs/evidence.md", "## What it supports",
                     "How the defaults follow"),
-    "allocation study in allocation.md": (ALLOCATION_STUDY, "docs/allocation.md", "## On a real model",
-                                          "## What the papers say"),
+    "allocation study in its design": (ALLOCATION_STUDY, "docs/results/allocation_study/design.md",
+                                       "## On a real model", "## What the papers say"),
     "allocation study's README": (ALLOCATION_STUDY, "docs/results/allocation_study/README.md", "## Result",
                                   "| file |"),
 }
@@ -445,6 +452,148 @@ def test_real_model_study_figures_quoted_in_the_docs_are_the_reports(name):
         assert count in source, f"{name} quotes {count} tokens, which its sources lack"
     for lower_end in re.findall(r"-0\.\d{4}\b", passage):
         assert f"lower end {lower_end}" in source, lower_end
+
+
+# The labels of a study harness report's comparison rows: the arms ("allocation - grpo"), the reading and the status.
+READING_LABEL = re.compile(r"mean of [\d,]+(?:, [\d,]+)* and [\d,]+ tokens|at [\d,]+ tokens|at \d+ updates|"
+                           r"after step \d+|completions per informative row", re.IGNORECASE)
+STATUS_LABEL = re.compile(r"fixed in advance|exploratory|post hoc", re.IGNORECASE)
+LABELLED_HEADER = "| comparison | arms | reading | status |"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLabel:
+    arms: str
+    reading: str
+    status: str
+
+
+def report_row_labels(report: str) -> dict[tuple[str, str, str], set[RowLabel]]:
+    """Each interval in a report's labelled comparisons table -> the labels of the rows that give it: the row's arms,
+    reading and status, the reading being the cell's own where the cell names one (a mean's sampled pass rate
+    measured at one budget only). A report without such a table gives none."""
+    lines = report.splitlines()
+    start = next((index for index, line in enumerate(lines) if line.startswith(LABELLED_HEADER)), None)
+    if start is None:
+        return {}
+    columns = [cell.strip() for cell in lines[start].strip().strip("|").split("|")]
+    found: dict = {}
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:]):
+        cells = dict(zip(columns, (cell.strip() for cell in line.strip().strip("|").split("|")), strict=True))
+        for cell in cells.values():
+            for match in STUDY_INTERVAL.finditer(cell):
+                own = READING_LABEL.search(cell[match.end():])
+                label = RowLabel(normalised(cells["arms"]), own[0] if own else cells["reading"], cells["status"])
+                found.setdefault(match.groups(), set()).add(label)
+    return found
+
+
+def doc_sentences(text: str) -> list[str]:
+    """The sentences of a Markdown text's paragraphs, bullets and table rows, inline code and emphasis marks removed
+    and links reduced to their text."""
+    units, current = [], []
+    for line in text.splitlines():
+        starts_unit = not line.strip() or re.match(r"\s*(?:[-*] |\d+\. |\|)", line)
+        if starts_unit and current:
+            units.append(" ".join(current))
+            current = []
+        if line.strip():
+            current.append(line.strip())
+    units.append(" ".join(current))
+    sentences = []
+    for unit in units:
+        unit = normalised(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", unit).replace("**", ""))
+        sentences += re.split(r"(?<=[.!?])\s+(?=[A-Z(])", unit)
+    return sentences
+
+
+def governing_label(pattern: re.Pattern, sentence: str, start: int, end: int) -> str | None:
+    """The label of `pattern`'s kind that an interval at sentence[start:end] carries: the first inside a parenthesis
+    right after it (up to any interval in there), else the last before it in its sentence."""
+    after = sentence[end:]
+    if after.startswith(" ("):
+        depth, close = 0, len(after)
+        for index, character in enumerate(after[1:], 1):
+            depth += {"(": 1, ")": -1}.get(character, 0)
+            if depth == 0:
+                close = index
+                break
+        inside = after[2:close]
+        inside = inside[: next((match.start() for match in STUDY_INTERVAL.finditer(inside)), len(inside))]
+        if own := pattern.search(inside):
+            return own[0].lower()
+    before = list(pattern.finditer(sentence[:start]))
+    return before[-1][0].lower() if before else None
+
+
+def label_problems(text: str, rows: dict) -> tuple[int, list[str]]:
+    """For every interval in `text` that a labelled report row gives (`report_row_labels`), whether the labels its
+    sentence gives it (`governing_label`: arms, reading, status) are those of one such row. Returns the number of
+    intervals checked and a line per mismatch."""
+    arm_names = sorted({arm for labels in rows.values() for label in labels for arm in label.arms.split(" - ")})
+    if not arm_names:
+        return 0, []
+    arms = re.compile(rf"\b(?:{'|'.join(arm_names)}) - (?:{'|'.join(arm_names)})\b")
+    checked, problems = 0, []
+    for sentence in doc_sentences(text):
+        for match in STUDY_INTERVAL.finditer(sentence):
+            expected = rows.get(match.groups())
+            if not expected:
+                continue
+            checked += 1
+            found = RowLabel(*(governing_label(pattern, sentence, match.start(), match.end())
+                               for pattern in (arms, READING_LABEL, STATUS_LABEL)))
+            if found not in expected:
+                problems.append(f"{match[0]} labelled {found} in {sentence!r}; its report rows: {sorted(expected, key=str)}")
+    return checked, problems
+
+
+def all_report_row_labels() -> dict:
+    rows: dict = {}
+    for report in sorted(RESULTS.glob("*/report.md")):
+        for interval, labels in report_row_labels(report.read_text(encoding="utf-8")).items():
+            rows.setdefault(interval, set()).update(labels)
+    return rows
+
+
+def test_every_interval_from_a_labelled_report_row_carries_that_rows_labels():
+    """An interval quoted from a study harness report says, in its sentence, the arms, the reading (a budget, the mean
+    of the budgets, a number of updates, the fixed step or completions per informative row) and the status (fixed in
+    advance, exploratory, post hoc) of the report row it comes from: a label before it in its sentence or in a
+    parenthesis right after it."""
+    rows = all_report_row_labels()
+    assert len(rows) >= 10, "no labelled report rows found; has the report's comparisons table changed?"
+    docs = [*DOC_FILES, *(path for path in RESULTS.glob("*/*.md") if path.name != "report.md")]
+    total, problems = 0, []
+    for path in sorted(set(docs)):
+        checked, found = label_problems(prose(path, keep_inline_code=True), rows)
+        total += checked
+        problems += [f"{path.relative_to(REPO)}: {problem}" for problem in found]
+    assert total >= 20, f"only {total} quoted intervals checked; have the passages moved?"
+    assert not problems, "\n".join(problems)
+
+
+def test_a_mislabelled_interval_fails_the_label_check():
+    rows = all_report_row_labels()
+    right = ("Greedy accuracy, `allocation` - `grpo`, mean of 4,000 and 8,000 tokens, fixed in advance: -0.048 "
+             "[-0.069, -0.028] (non-inferiority at 0.03 not shown); `allocation` - `defaults` 0.001 [-0.007, 0.010]. "
+             "At 8,000 tokens alone, post hoc, `allocation` - `grpo`: -0.053 [-0.076, -0.031]; the sampled pass rate "
+             "-0.052 [-0.074, -0.029] (`allocation` - `grpo` at 8,000 tokens, fixed in advance).")
+    assert label_problems(right, rows) == (4, [])
+    wrong = {
+        "the mean called one budget": "At exactly 8,000 generated tokens its greedy accuracy trailed `GRPOTrainer`'s, "
+                                      "`allocation` - `grpo`, fixed in advance: -0.048 [-0.069, -0.028].",
+        "one budget called the mean": "`allocation` - `grpo`, mean of 4,000 and 8,000 tokens, post hoc: -0.053 "
+                                      "[-0.076, -0.031].",
+        "exploratory called fixed": "`defaults` - `grpo`, mean of 4,000 and 8,000 tokens, fixed in advance: -0.050 "
+                                    "[-0.069, -0.030].",
+        "arms swapped": "`allocation` - `defaults`, mean of 4,000 and 8,000 tokens, fixed in advance: -0.048 "
+                        "[-0.069, -0.028].",
+        "no status": "`defaults` - `grpo` at 12 updates: 0.002 [-0.016, 0.019].",
+    }
+    for case, passage in wrong.items():
+        checked, problems = label_problems(passage, rows)
+        assert checked == 1 and len(problems) == 1, case
 
 
 def test_every_frozen_study_names_the_commit_that_ran_it_and_how_to_rerun_it():

@@ -1,5 +1,6 @@
 """A study's comparisons as pure functions of its result files' records: each arm's score at a token budget
-(interpolated between its readings on both sides, budgets.py) or after the fixed step, paired (same-seed)
+(interpolated between its readings on both sides, budgets.py), after a number of optimizer updates (interpolated in
+updates between its readings) or after the fixed step, paired (same-seed)
 differences between arms with their 95 % t-interval, non-inferiority, "ahead" or detection, the realised spread and
 power, generation per informative trained row, and the tokens an arm needs to reach another arm's score (first
 crossing of its piecewise-linear curve in tokens) with a seeded bootstrap interval of their median over seeds. No
@@ -8,6 +9,7 @@ model and no trainer.
 A record is one (arm, seed) result file as the runner writes it; `runs` maps arm -> seed -> record.
 """
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -24,6 +26,13 @@ TARGET_POWER = 0.8
 CONFIDENCE = 0.95
 MEASURES = ("greedy", "sampled")  # greedy accuracy and the sampled pass rate of the held-out set
 TESTS = ("non-inferiority", "ahead", "detection")
+# Where a comparison reads the arms: at matched generated tokens, at matched optimizer updates, after the fixed step,
+# or in completions generated per informative trained row.
+READINGS = ("tokens", "updates", "fixed_step", "generation")
+# Whether a comparison's method fixed it before the runs (only these decide), or it was read afterwards: exploratory
+# (a question the method did not ask) or post hoc (chosen after seeing the results).
+FIXED = "fixed in advance"
+STATUSES = (FIXED, "exploratory", "post hoc")
 BOOTSTRAP_RESAMPLES = 10_000
 
 
@@ -53,7 +62,8 @@ def _root(function, sd: float) -> float:
     high = sd
     while function(high) < 0:
         high *= 2
-    return float(optimize.brentq(function, 1e-9, high))
+    # The bracket scales with `sd`: paired differences equal up to rounding have an SD far below any fixed bound.
+    return float(optimize.brentq(function, sd * 1e-9, high, xtol=sd * 1e-12))
 
 
 def smallest_margin(sd: float, seeds: int, power: float = TARGET_POWER) -> float:
@@ -150,6 +160,30 @@ def updates_at(budget: int):
     """The summary "optimizer updates the run had made at exactly `budget` tokens": its readings' steps, interpolated
     in tokens as the scores are."""
     return interpolated_at(budget, lambda point: point["step"])
+
+
+def at_updates(updates: int, measure: str = "greedy"):
+    """The summary "the run's `measure` after exactly `updates` optimizer updates": its readings that measured
+    `measure` (every evaluation point, at its `step`), interpolated linearly in updates between the last at or below
+    `updates` and the first above it, as `at_budget` interpolates in tokens. Readings at one step (one boundary read
+    for two budgets) are one point, their mean. Step 0's shared evaluation is not in a run's record, so `updates`
+    must lie within the run's readings."""
+    def summary(record):
+        by_step: dict = {}
+        for point in record["evaluations"]:
+            value = score(point, measure)
+            if not math.isnan(value):
+                by_step.setdefault(point["step"], []).append(value)
+        steps = sorted(by_step)
+        below = [step for step in steps if step <= updates]
+        above = [step for step in steps if step > updates]
+        if not below or (below[-1] != updates and not above):
+            raise ValueError(f"at_updates: the run {record['arm']}-seed{record['seed']} was not read ({measure}) on "
+                             f"both sides of {updates} updates; its readings are at steps {steps}.")
+        before = (below[-1], statistics.fmean(by_step[below[-1]]))
+        after = (above[0], statistics.fmean(by_step[above[0]])) if below[-1] != updates else None
+        return interpolate(updates, before, after)
+    return summary
 
 
 def highest_truncation(record: dict) -> float:
@@ -275,11 +309,14 @@ def paired_differences(runs: dict, arm: str, other: str, summary) -> list[float]
 
 @dataclass(frozen=True)
 class ComparisonSpec:
-    """One comparison fixed in advance: `arm` - `other` at equal tokens ("tokens", the mean over budgets), after the
-    fixed step ("fixed_step") or in generated completions per informative row ("generation"). `test` is
-    "non-inferiority" at `threshold` (the margin), "ahead" (the interval entirely above 0) or "detection" (the
-    interval excludes 0, in either direction); for the last two `threshold` is the difference it was sized for
-    (NaN: none was)."""
+    """One comparison: `arm` - `other` at matched tokens ("tokens": the mean over the budgets, or at `budget` alone),
+    at `updates` optimizer updates ("updates"), after the fixed step ("fixed_step") or in generated completions per
+    informative row ("generation"). `test` is "non-inferiority" at `threshold` (the margin), "ahead" (the interval
+    entirely above 0) or "detection" (the interval excludes 0, in either direction); for the last two `threshold` is
+    the difference it was sized for (NaN: none was). `status` says whether the method fixed it before the runs
+    (`FIXED`; only these decide) or it is exploratory or post hoc; `budget_status` is that of the readings at each
+    budget the report gives beside a mean over budgets (by default post hoc: a method that fixes the mean fixes no
+    budget's reading)."""
 
     name: str
     arm: str
@@ -288,10 +325,53 @@ class ComparisonSpec:
     test: str
     threshold: float
     planned_sd: float = math.nan
+    status: str = FIXED
+    budget: int | None = None
+    updates: int | None = None
+    budget_status: str = "post hoc"
 
     def __post_init__(self):
+        problems = []
         if self.test not in TESTS:
-            raise ValueError(f"ComparisonSpec {self.name!r}: test={self.test!r}; expected one of {TESTS}.")
+            problems.append(f"test={self.test!r}; expected one of {TESTS}")
+        if self.at not in READINGS:
+            problems.append(f"at={self.at!r}; expected one of {READINGS}")
+        for field in ("status", "budget_status"):
+            if getattr(self, field) not in STATUSES:
+                problems.append(f"{field}={getattr(self, field)!r}; expected one of {STATUSES}")
+        if (self.updates is None) == (self.at == "updates") or not (self.updates is None or self.updates >= 1):
+            problems.append(f"updates={self.updates!r}; expected an integer >= 1 with at='updates' and None otherwise")
+        if self.budget is not None and (self.at != "tokens" or self.budget <= 0):
+            problems.append(f"budget={self.budget!r}; expected a positive budget with at='tokens', or None")
+        if problems:
+            raise ValueError(f"ComparisonSpec {self.name!r}: {'; '.join(problems)}.")
+
+    def arms_text(self) -> str:
+        return f"`{self.arm}` - `{self.other}`"
+
+    def reading(self, budgets, fixed_step: int | None = None) -> str:
+        """Where it reads the arms, in words: "mean of 4,000 and 8,000 tokens", "at 8,000 tokens", "at 12 updates",
+        "after step 12", "completions per informative row"."""
+        if self.at == "tokens":
+            if self.budget is not None:
+                return f"at {self.budget:,} tokens"
+            named = [f"{budget:,}" for budget in budgets]
+            if len(named) == 1:
+                return f"at {named[0]} tokens"
+            return f"mean of {', '.join(named[:-1])} and {named[-1]} tokens"
+        if self.at == "updates":
+            return f"at {self.updates} updates"
+        if self.at == "fixed_step":
+            return f"after step {fixed_step}"
+        return "completions per informative row"
+
+    def per_budget(self, budgets) -> list["ComparisonSpec"]:
+        """A mean over several budgets' readings at each budget alone: detection, sized for nothing, with
+        `budget_status`; none for any other comparison."""
+        if self.at != "tokens" or self.budget is not None or len(budgets) < 2:
+            return []
+        return [dataclasses.replace(self, budget=budget, test="detection", threshold=math.nan, planned_sd=math.nan,
+                                    status=self.budget_status) for budget in budgets]
 
 
 @dataclass(frozen=True)
@@ -346,11 +426,17 @@ class Comparison:
             f"no difference detected (80 % power at {self.realised_threshold():.3f})"
 
 
+def summary_of(spec: ComparisonSpec, measure: str = "greedy"):
+    """The per-run summary `spec` compares."""
+    if spec.at == "tokens":
+        return over_budgets(measure) if spec.budget is None else at_budget(spec.budget, measure)
+    if spec.at == "updates":
+        return at_updates(spec.updates, measure)
+    if spec.at == "fixed_step":
+        return at_fixed_step(measure)
+    return generation_per_informative_row
+
+
 def compare(runs: dict, spec: ComparisonSpec, measure: str = "greedy") -> Comparison:
-    summaries = {"tokens": over_budgets(measure), "fixed_step": at_fixed_step(measure),
-                 "generation": generation_per_informative_row}
-    if spec.at not in summaries:
-        raise ValueError(f"compare: at={spec.at!r}; expected 'tokens', 'fixed_step' or 'generation'.")
-    summary = summaries[spec.at]
-    differences = tuple(paired_differences(runs, spec.arm, spec.other, summary))
+    differences = tuple(paired_differences(runs, spec.arm, spec.other, summary_of(spec, measure)))
     return Comparison(spec, measure, differences, t_interval(differences))

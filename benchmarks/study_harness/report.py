@@ -1,6 +1,6 @@
-"""A study's report from its result files: every complete run's readings, the comparisons fixed in advance with
-their intervals (interim until every seed is in), the realised spread and power, and the tokens at which each arm
-was read on each side of each budget."""
+"""A study's report from its result files: every complete run's readings, the comparisons with their intervals, each
+row labelled with its arms, reading and status (interim until every seed is in), the realised spread and power, and
+the tokens at which each arm was read on each side of each budget."""
 
 import glob
 import math
@@ -46,14 +46,43 @@ def run_rows(study, runs: dict) -> list[list[str]]:
     return rows
 
 
+def recorded_settings(runs: dict) -> dict:
+    """The settings the runs recorded (every run of a study records the same)."""
+    return next(record["settings"] for seeds in runs.values() for record in seeds.values())
+
+
+def comparison_specs(study, budgets) -> list:
+    """Every row of the comparisons table: each comparison, then for a mean over budgets its reading at each budget."""
+    return [row for spec in study.comparisons for row in (spec, *spec.per_budget(budgets))]
+
+
+def sampled_text(runs: dict, spec, settings: dict) -> str:
+    """The sampled pass rate's interval: at matched tokens over the budgets that measured it (named when they are
+    not all of a mean's), after the fixed step, and at matched updates only where every reading measured it; else
+    "-"."""
+    sampled_budgets = settings.get("sampled_budgets")
+    if spec.at == "generation" or (spec.at == "updates" and sampled_budgets is not None):
+        return "-"
+    interval = analysis.compare(runs, spec, "sampled").interval
+    if interval.n == 0:
+        return "-"
+    measured = analysis.budgets_measured(settings, "sampled")
+    if spec.at == "tokens" and spec.budget is None and measured != list(settings["token_budgets"]):
+        return f"{interval.text()} ({spec.reading(measured)})"
+    return interval.text()
+
+
 def comparison_rows(study, runs: dict) -> list[list[str]]:
+    settings = recorded_settings(runs)
     rows = []
-    for spec in study.comparisons:
+    for spec in comparison_specs(study, settings["token_budgets"]):
         greedy = analysis.compare(runs, spec, "greedy")
-        sampled = "-" if spec.at == "generation" else analysis.compare(runs, spec, "sampled").interval.text()
-        power, reached = greedy.realised_power(), greedy.realised_threshold()
-        rows.append([spec.name, str(greedy.interval.n), greedy.interval.text(2 if spec.at == "generation" else 3),
-                     greedy.verdict(), sampled, "n/a" if math.isnan(greedy.realised_sd) else f"{greedy.realised_sd:.4f}",
+        sd, power, reached = greedy.realised_sd, greedy.realised_power(), greedy.realised_threshold()
+        reading = spec.reading(settings["token_budgets"], settings["fixed_step"])
+        above = sum(difference > 0 for difference in greedy.differences)
+        rows.append([spec.name, spec.arms_text(), reading, spec.status, str(greedy.interval.n),
+                     greedy.interval.text(2 if spec.at == "generation" else 3), str(above), greedy.verdict(),
+                     sampled_text(runs, spec, settings), "n/a" if math.isnan(sd) else f"{sd:.4f}",
                      "n/a" if math.isnan(reached) else f"{reached:.3f}", "n/a" if math.isnan(power) else f"{power:.0%}"])
     return rows
 
@@ -128,13 +157,18 @@ def report(study, runs_dir: str) -> str:
               "not measure it), then the fixed step.",
               "", markdown_table(["run", "tokens read at each budget", "at each budget", "fixed step",
                                   "most visits of a problem"], run_rows(study, runs)), "",
-              "## Comparisons fixed in advance" + (f" (interim: {len(complete)} of {len(study.seeds)} seeds; "
-                                                    "nothing is decided)" if interim else ""), "",
-              "Paired (same-seed) differences, mean and two-sided 95 % Student-t interval over seeds; the realised "
-              "SD, the margin or difference it reaches with 80 % power, and the power at the planned one; the sampled "
-              "pass rate over the budgets that measured it.", "",
-              markdown_table(["comparison", "seeds", "greedy accuracy", "result", "sampled pass rate", "realised SD",
-                              "80 % power at", "power at the planned"], comparison_rows(study, runs)), "",
+              "## Comparisons" + (f" (interim: {len(complete)} of {len(study.seeds)} seeds; nothing is decided)"
+                                  if interim else ""), "",
+              "Paired (same-seed) differences, mean and two-sided 95 % Student-t interval over seeds; each row names "
+              "its arms, where it reads them (a mean over budgets, one budget, a number of optimizer updates "
+              "interpolated in updates between the readings, the fixed step, or completions per informative row) and "
+              f"its status: {analysis.FIXED} (the method's; only these decide), exploratory or post hoc (read after "
+              "the runs; they decide nothing). A mean over budgets is followed by its reading at each budget, tested "
+              "for detection only. Then the seeds whose difference is above 0, the realised SD, the margin or difference it reaches with 80 % power, and the "
+              "power at the planned one; the sampled pass rate over the budgets that measured it (- where none did).",
+              "", markdown_table(["comparison", "arms", "reading", "status", "seeds", "greedy accuracy", "seeds above 0", "result",
+                                  "sampled pass rate", "realised SD", "80 % power at", "power at the planned"],
+                                 comparison_rows(study, runs)), "",
               "## Per arm", "",
               "Means over each arm's complete runs: optimizer updates made by each budget (interpolated in tokens), "
               "completions generated per informative trained row, TRL's clip ratios low / high / region over the "
@@ -159,7 +193,7 @@ def report(study, runs_dir: str) -> str:
                   markdown_table(["arm to reference", "seeds", "median ratio", "each seed's ratio",
                                   "reference's gain over step 0"], rows), ""]
     if study.decide is not None and not interim:
-        found = {spec.name: analysis.compare(runs, spec) for spec in study.comparisons}
+        found = {spec.name: analysis.compare(runs, spec) for spec in study.comparisons if spec.status == analysis.FIXED}
         if study.tokens_to_target:
             if step0 is None:
                 raise ValueError(f"report: {runs_dir} has no step0.json; the decision needs step 0's accuracy.")

@@ -33,17 +33,14 @@ class Settings:
 SMOKE = Settings(held_out_prompts=4, train_size=8, prompts_per_step=1, num_generations=2, max_completion_length=8,
                  steps_per_generation=2, token_budgets=(20,), fixed_step=4)
 
-# Metrics every run keeps per optimizer step: TRL's clip ratios, dynamic sampling's activity and its allocation
-# mode's (docs/metrics.md); a run keeps those its trainer logs.
+# Metrics every run keeps per optimizer step: TRL's clip ratios and dynamic sampling's activity (docs/metrics.md); a
+# run keeps those its trainer logs.
 LOGGED = ("reward", "completions/mean_length", "completions/clipped_ratio", "frac_reward_zero_std",
           "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean", "dynamic_sampling/rounds",
           "dynamic_sampling/generated_groups", "dynamic_sampling/kept_groups", "dynamic_sampling/carried_groups",
           "dynamic_sampling/dropped_informative_groups", "dynamic_sampling/skipped_prompts",
           "dynamic_sampling/generated_tokens", "dynamic_sampling/carried_ratio_mean",
-          "dynamic_sampling/carried_ratio_max", "dynamic_sampling/allocation_candidates",
-          "dynamic_sampling/allocation_generated_prompts", "dynamic_sampling/allocation_continued_prompts",
-          "dynamic_sampling/allocation_generated_completions",
-          "dynamic_sampling/allocation_completions_per_informative_group")  # fmt: skip
+          "dynamic_sampling/carried_ratio_max")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,8 +48,9 @@ class Study:
     """`trainer_and_config(arm, output_dir, shared_kwargs)` returns the arm's trainer class and config; `task` is a
     reasoning-gym (task, config) drawn once (`draw_seed`, `draw_size`) and split by `problem_key` (problems.py);
     `tokens_to_target` lists (arm, reference) pairs whose tokens to reach the reference's greedy score at the last
-    budget the report gives (`analysis.target_endpoints`). `decide(found)`, given the greedy `Comparison`s by name
-    and those endpoints by `analysis.tokens_key` and `analysis.gain_key`, returns the decision's lines."""
+    budget the report gives (`analysis.target_endpoints`). `decide(found)`, given the greedy `Comparison`s fixed in
+    advance (`analysis.FIXED`; exploratory and post hoc ones are reported, never decided on) by name and those
+    endpoints by `analysis.tokens_key` and `analysis.gain_key`, returns the decision's lines."""
 
     name: str
     arms: dict
