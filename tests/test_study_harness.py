@@ -547,3 +547,16 @@ def test_the_probe_counts_every_completion_of_rounds_that_are_not_whole_groups()
     assert (row["tokens"], row["completions"], row["correct"], row["wrong"]) == (35, 7, 4, 3)
     assert (row["groups"], row["ungrouped_completions"], row["equal_score_groups"]) == (1, 3, 0)
     assert {key: value for key, value in row.items() if key.startswith("groups_of/")} == {"groups_of/3": 1}
+
+
+def test_a_report_pairs_runs_of_one_machine_and_names_the_others():
+    from benchmarks.study_harness.report import one_machine
+
+    def record(machine):
+        return {"machine": machine}
+
+    runs = {"grpo": {0: record("A"), 1: record("A"), 2: record("B")}, "drop": {0: record("A"), 1: record("B")}}
+    kept, left_out = one_machine(runs)
+    assert kept == {"grpo": {0: record("A"), 1: record("A")}, "drop": {0: record("A")}}
+    assert left_out == ["drop-seed1 (B)", "grpo-seed2 (B)"]
+    assert one_machine({"grpo": {0: record("A")}}) == ({"grpo": {0: record("A")}}, [])

@@ -23,6 +23,24 @@ def load_grid(runs_dir: str) -> dict:
     return runs
 
 
+def one_machine(runs: dict) -> tuple[dict, list[str]]:
+    """The runs printed by the machine description (CPU, kernels, torch) that printed the most of them, and the names
+    of the runs left out: another machine takes another floating-point trajectory for the same seed, so a paired
+    comparison pairs runs of one machine only. Ties go to the description first in sorted order."""
+    counts: dict = {}
+    for seeds in runs.values():
+        for record in seeds.values():
+            counts[record["machine"]] = counts.get(record["machine"], 0) + 1
+    if len(counts) <= 1:
+        return runs, []
+    kept_machine = min(counts, key=lambda machine: (-counts[machine], machine))
+    kept = {arm: {seed: record for seed, record in seeds.items() if record["machine"] == kept_machine}
+            for arm, seeds in runs.items()}  # fmt: skip
+    left_out = [f"{arm}-seed{seed} ({record['machine']})" for arm, seeds in sorted(runs.items())
+                for seed, record in sorted(seeds.items()) if record["machine"] != kept_machine]  # fmt: skip
+    return {arm: seeds for arm, seeds in kept.items() if seeds}, left_out
+
+
 def score_text(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.3f}"  # NaN: the reading did not measure it
 
@@ -137,13 +155,15 @@ def target_rows(study, runs: dict, step0_score: float, found: dict) -> list[list
 
 def report(study, runs_dir: str) -> str:
     """The report's Markdown, from the complete runs in `runs_dir` and the step-0 evaluation beside them."""
-    runs = load_grid(runs_dir)
+    runs, left_out = one_machine(load_grid(runs_dir))
     complete = analysis.complete_seeds(runs, tuple(study.arms))
     step0 = read_result(os.path.join(runs_dir, "step0.json"))
     done = sum(len(seeds) for seeds in runs.values())
     lines = [f"# {study.name}: report", "",
              f"Complete runs: {done} of {len(study.arms) * len(study.seeds)}; seeds with every arm: "
              f"{', '.join(map(str, complete)) or 'none'}.", ""]
+    if left_out:
+        lines += [f"Left out, printed by another machine than the runs compared: {', '.join(left_out)}.", ""]
     if step0 is not None:
         lines += [f"Step 0: greedy accuracy {step0['greedy']['pass_rate']:.3f}, sampled pass rate "
                   f"{step0['sampled']['pass_rate']:.3f} on {step0['greedy']['prompts']} held-out problems.", ""]
