@@ -8,25 +8,17 @@ it fingerprints the entries of the files that differ (`trl_surface.compare.trl_c
 the entries defined in transformers are left to `python -m trl_variants.trl_surface`.
 """
 
-import hashlib
 import json
 import os
 import warnings
 from importlib.util import find_spec
 from pathlib import Path
 
-FINGERPRINTS = Path(__file__).parent / "trl_surface" / "fingerprints.json"
+from .trl_surface import FINGERPRINTS, file_digest
+
 # Set to 1 to import next to a TRL in which some of the code relied on changed (with a warning instead of the error):
 # for trying a TRL release, running `python -m trl_variants.trl_surface` next to it, or a user's own risk.
 ALLOW_CHANGED_TRL = "TRL_VARIANTS_ALLOW_CHANGED_TRL"
-
-
-def file_digest(path: Path) -> str | None:
-    """The SHA-256 of the file's bytes, `None` where there is no such file."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _trl_folder() -> Path | None:

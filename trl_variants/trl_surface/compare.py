@@ -7,11 +7,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._compat import file_digest
+from . import FINGERPRINTS, file_digest
 from .entries import CLASS_CHAINS, ENTRIES, SurfaceEntry
 from .source import LIBRARIES, Library, find_at, installed_library, library_in, locate
-
-FINGERPRINTS = Path(__file__).with_name("fingerprints.json")
 
 
 def libraries(trl_path: str | Path | None = None) -> dict[str, Library]:
