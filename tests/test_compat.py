@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -162,16 +163,16 @@ def trl_1_15(tmp_path_factory) -> Path:
     cache = cache_root() / "trl-wheels"
     wheel = cache / "trl-1.15.0-py3-none-any.whl"
     if not wheel.is_file():
-        download = tmp_path_factory.mktemp("download")
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--retries", "0",
-                   "--timeout", "20", "--disable-pip-version-check", "trl==1.15.0", "-d", str(download)]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        downloaded = download / wheel.name
-        if result.returncode != 0 or not downloaded.is_file():
-            last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
-            pytest.skip(f"the TRL 1.15.0 wheel is not in {cache} and `pip download trl==1.15.0` failed: {last}")
         cache.mkdir(parents=True, exist_ok=True)
-        os.replace(downloaded, wheel)
+        with tempfile.TemporaryDirectory(dir=cache) as download:  # beside the wheel's place, for the rename
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--retries",
+                       "0", "--timeout", "20", "--disable-pip-version-check", "trl==1.15.0", "-d", download]  # fmt: skip
+            result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            downloaded = Path(download) / wheel.name
+            if result.returncode != 0 or not downloaded.is_file():
+                last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
+                pytest.skip(f"the TRL 1.15.0 wheel is not in {cache} and `pip download trl==1.15.0` failed: {last}")
+            os.replace(downloaded, wheel)
     folder = tmp_path_factory.mktemp("trl-1.15.0")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(folder)
