@@ -29,10 +29,11 @@ def _trl_folder() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).parent
 
 
-def changed_trl_entries(folder: str | Path | None = None) -> tuple[str, list[str], str]:
-    """(the TRL version, the entries whose TRL code differs from the record's, the recorded TRL version) for the TRL
-    in `folder` (a folder holding `trl/`, as `pip install --target` makes), by default the one this Python imports.
-    An entry TRL no longer defines is named with "(not found)" after it."""
+def changed_trl_entries(folder: str | Path | None = None) -> tuple[str | None, list[str], str]:
+    """(the TRL's version, the entries whose TRL code differs from the record's, the recorded TRL version) for the
+    TRL in `folder` (a folder holding `trl/`, as `pip install --target` makes), by default the one this Python
+    imports. An entry TRL no longer defines is named with "(not found)" after it. The version is read only where
+    some file differs (`None` otherwise)."""
     recorded = json.loads(FINGERPRINTS.read_text(encoding="utf-8"))
     tested = recorded["versions"]["trl"]
     folder = _trl_folder() if folder is None else Path(folder)
@@ -41,7 +42,7 @@ def changed_trl_entries(folder: str | Path | None = None) -> tuple[str, list[str
         raise ImportError(f"trl_variants needs TRL, but no trl package is installed{where}: pip install trl=={tested}")
     differing = {path for path, digest in recorded["trl_files"].items() if file_digest(folder / path) != digest}
     if not differing:
-        return tested, [], tested
+        return None, [], tested
     from .trl_surface.compare import trl_changes  # reads syntax trees: only where some file differs
     from .trl_surface.source import library_in
 
@@ -54,7 +55,9 @@ def check_trl(folder: str | Path | None = None) -> None:
     TRL version tested, unless `TRL_VARIANTS_ALLOW_CHANGED_TRL=1`, which turns it into a warning."""
     allow = os.environ.get(ALLOW_CHANGED_TRL, "")
     if allow not in ("", "0", "1"):
-        raise ImportError(f"{ALLOW_CHANGED_TRL}={allow!r} is not allowed: set it to 1 (import next to a changed TRL) or 0")
+        raise ImportError(
+            f"{ALLOW_CHANGED_TRL}={allow!r} is not allowed: set it to 1 (import next to a changed TRL) or 0"
+        )
     installed, changed, tested = changed_trl_entries(folder)
     if not changed:
         return
