@@ -1,8 +1,8 @@
 """DAPO and Dr.GRPO as drop-in replacements for TRL's `GRPOTrainer`."""
 
-from ._compat import check_trl_version
+from ._compat import check_trl
 
-check_trl_version()
+check_trl()
 
 from ._lazy import lazy_attributes
 

@@ -7,10 +7,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .entries import ENTRIES, SurfaceEntry
+from . import FINGERPRINTS, file_digest
+from .entries import CLASS_CHAINS, ENTRIES, SurfaceEntry
 from .source import LIBRARIES, Library, find_at, installed_library, library_in, locate
-
-FINGERPRINTS = Path(__file__).with_name("fingerprints.json")
 
 
 def libraries(trl_path: str | Path | None = None) -> dict[str, Library]:
@@ -26,15 +25,28 @@ def libraries(trl_path: str | Path | None = None) -> dict[str, Library]:
     return {name: library for name, library in found.items() if library is not None}
 
 
+def trl_files(entry: SurfaceEntry) -> tuple[str, ...]:
+    """The TRL files `entry` is looked up in: its source's, or those of its class's chain that are TRL's."""
+    sources = (entry.source,) if entry.source is not None else CLASS_CHAINS[entry.name.partition(".")[0]]
+    return tuple(source.partition(":")[0] for source in sources if source.startswith("trl/"))
+
+
 def record(libs: dict[str, Library]) -> dict:
-    """The fingerprints of every entry in `libs`, with the versions they were taken under."""
+    """The fingerprints of every entry in `libs`, with the versions they were taken under, and the digest of each
+    TRL file the entries are looked up in (the import check compares those first, trl_variants/_compat.py)."""
     entries = {}
     for entry in ENTRIES:
         found = locate(entry, libs)
         if found is None:
             raise ValueError(f"Cannot record {entry.name}: it is not defined in {describe(libs)}.")
         entries[entry.name] = {"source": found.location, "fingerprint": found.fingerprint}
-    return {"versions": {name: library.version for name, library in libs.items()}, "entries": entries}
+    folder = libs["trl"].root.parent
+    files = sorted({path for entry in ENTRIES for path in trl_files(entry)})
+    return {
+        "versions": {name: library.version for name, library in libs.items()},
+        "entries": entries,
+        "trl_files": {path: file_digest(folder / path) for path in files},
+    }
 
 
 def load_fingerprints(path: str | Path = FINGERPRINTS) -> dict:
@@ -107,6 +119,26 @@ def compare(recorded: dict, libs: dict[str, Library], recorded_libs: dict[str, L
             diff, note = _diff(entry, saved, now, recorded_libs)
             comparisons.append(Comparison(entry, "changed", now.location, saved["source"], diff, note))
     return comparisons
+
+
+def trl_changes(recorded: dict, trl: Library, differing: set[str]) -> list[str]:
+    """The entries whose TRL code in `trl` differs from the record's, looking only at those in the files of
+    `differing` (the others are byte-identical): an entry recorded in TRL whose fingerprint or place changed, or
+    that is gone ("(not found)" after its name), and one recorded in transformers that TRL now defines."""
+    changed = []
+    for entry in ENTRIES:
+        if not differing.intersection(trl_files(entry)):
+            continue
+        saved = recorded["entries"][entry.name]
+        now = locate(entry, {"trl": trl})
+        if not saved["source"].startswith("trl/"):
+            if now is not None:
+                changed.append(entry.name)
+        elif now is None:
+            changed.append(f"{entry.name} (not found)")
+        elif (now.location, now.fingerprint) != (saved["source"], saved["fingerprint"]):
+            changed.append(entry.name)
+    return changed
 
 
 def describe(libs: dict[str, Library]) -> str:
