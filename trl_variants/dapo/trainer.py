@@ -152,8 +152,6 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                     args.skip_probability_step,
                     args.skip_min_explore_probability,
                 )
-            if args.dynamic_sampling_allocation:
-                settings["dynamic sampling allocation (posterior memory epochs)"] = args.skip_memory_epochs
         return settings
 
     def _save_checkpoint(self, model, trial):

@@ -3,7 +3,7 @@
 `STATE_FILE` (JSON, written by the main process) holds the refill source's position, the pass-rate estimate, the
 smallest generate-call cap an out-of-memory error taught any process (kept with dynamic sampling off too: it caps a
 plain generation batch's call alike) and, with prompt skipping, the skipper's state (its arrays go to a file of
-their own, experimental/prompt_skipping; so do the allocation mode's, experimental/allocation).
+their own, experimental/prompt_skipping).
 
 Carried groups (`dynamic_sampling_carry_surplus=True`): every process holds every carried row, so the main process
 writes them all to `CARRIED_FILE` (rewards and generating log-probs included), and a run resumed on any number of
@@ -46,8 +46,6 @@ def save_sampler_state(sampler, checkpoint_dir: str) -> None:
             json.dump({**state, "rows_per_call_after_oom": rows_per_call}, state_file)
     if sampler.skipper is not None and args.should_save:
         sampler.skipper.save(checkpoint_dir)
-    if sampler.allocator is not None and args.should_save:
-        sampler.allocator.save(checkpoint_dir)
     if sampler.options.carry_surplus:
         save_carried_groups(sampler, checkpoint_dir)
 
@@ -66,8 +64,6 @@ def load_sampler_state(sampler, checkpoint_dir: str) -> None:
     sampler.pass_rate.estimate = state["pass_rate_estimate"]
     if sampler.skipper is not None:
         sampler.skipper.load(state.get("skipping"), checkpoint_dir)
-    if sampler.allocator is not None:
-        sampler.allocator.load(checkpoint_dir)
     if sampler.options.carry_surplus:
         sampler.carried = load_carried_groups(sampler.trainer, checkpoint_dir)
 

@@ -131,7 +131,7 @@ class DynamicSampler:
         self.carried_ratio = CarriedRatioWindow()
         self.metric_index = None
         self.refill = None
-        self.skipper = self.allocator = None
+        self.skipper = None
         self.options = resolve_sampling_options(
             args.dynamic_sampling, args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus,
             args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, trainer._is_vlm,
@@ -157,12 +157,7 @@ class DynamicSampler:
 
             key_space = STREAM_KEY_SPACE if self.streaming else len(dataset)
             self.skipper = PromptSkipper(args, trainer.num_generations, self.refill, key_space, self.streaming)
-        if args.dynamic_sampling_allocation:  # experimental/allocation: completions per prompt from a posterior
-            from ..experimental.allocation import Allocator
-
-            self.allocator = Allocator(args, trainer.num_generations, self.refill, trainer.accelerator.num_processes)
-        reason = "dynamic_sampling_allocation" if self.allocator else None
-        self.indices = DatasetIndices("skip_degenerate_prompts" if self.skipper else reason, self.streaming, dataset)
+        self.indices = DatasetIndices("skip_degenerate_prompts" if self.skipper else None, self.streaming, dataset)
 
     @property
     def streaming(self) -> bool:
@@ -198,14 +193,7 @@ class DynamicSampler:
             rows = self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
             return rows, self.sampling_scores(torch.tensor([row.rewards for row in rows]))
 
-        if self.allocator is None:
-            groups, generated, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
-        else:  # experimental/allocation: completions per prompt from its posterior, groups of G formed from them
-            def round_size(missing: int, rate: float | None) -> int:  # in groups, as without allocation
-                return groups_to_request(missing, self.pass_rate.estimate if rate is None else rate, batch_groups, 1)
-
-            step, keys = trainer.state.global_step, first_segment[::group_size]
-            groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), round_size)
+        groups, generated, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
         rewards = torch.tensor([row.rewards for group in groups for row in group])
         scores = self.sampling_scores(rewards).view(-1, group_size)
         informative = informative_group_mask(scores, args.dynamic_sampling_tolerance)
@@ -420,8 +408,6 @@ class DynamicSampler:
         metrics = trainer._metrics["train"]
         if self.skipper is not None:
             self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
-        if self.allocator is not None:
-            self.allocator.log(metrics)
         all_correct, all_wrong = degenerate_outcomes(scores, informative)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))

@@ -15,7 +15,6 @@ from transformers.utils import logging
 
 from ..dynamic_sampling.checkpoint import CARRIED_FILE
 from ..dynamic_sampling.checkpoint import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
-from ..experimental.allocation.allocator import CANDIDATES_METRIC, POSTERIOR_FILE
 from ..experimental.prompt_skipping.skipper import HISTORY_FILE as PROMPT_HISTORY_FILE
 
 logger = logging.get_logger(__name__)
@@ -30,7 +29,7 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     """Why `checkpoint_dir` was not completely written, or `[]` when it was: it is complete when
     `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and, for a run that
     logged dynamic-sampling metrics, the dynamic-sampling state (written first) is there, with the prompt history
-    when it logged prompt-skipping metrics, the allocation posterior when it logged allocation metrics and the
+    when it logged prompt-skipping metrics and the
     carried groups when it logged carrying metrics."""
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
@@ -51,9 +50,6 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     logged_skipping = any("dynamic_sampling/skipped_prompts" in entry for entry in state.get("log_history", []))
     if logged_skipping and not os.path.isfile(os.path.join(checkpoint_dir, PROMPT_HISTORY_FILE)):
         problems.append(f"{PROMPT_HISTORY_FILE} is missing although the run skipped degenerate prompts")
-    logged_allocation = any(CANDIDATES_METRIC in entry for entry in state.get("log_history", []))
-    if logged_allocation and not os.path.isfile(os.path.join(checkpoint_dir, POSTERIOR_FILE)):
-        problems.append(f"{POSTERIOR_FILE} is missing although the run allocated completions")
     logged_carrying = any("dynamic_sampling/carried_groups" in entry for entry in state.get("log_history", []))
     if logged_carrying and not os.path.isfile(os.path.join(checkpoint_dir, CARRIED_FILE)):
         problems.append(f"{CARRIED_FILE} is missing although the run carried surplus groups")
