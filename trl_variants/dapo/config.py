@@ -27,7 +27,8 @@ class DAPOConfig(GRPOConfig):
     Relative to `GRPOConfig` it overrides `__post_init__`: before TRL's own checks, the type and range of every
     numeric field and the rules between fields (each error names the field, the value and what is allowed); after
     them, the rules on fields TRL resolves (`max_rows_per_generate_call` against vLLM and continuous batching,
-    `dynamic_sampling_carry_surplus=True` against `steps_per_generation`).
+    `dynamic_sampling_carry_surplus=True` against `steps_per_generation`). And `__new__`, only to refuse a removed
+    field (`dynamic_sampling_allocation`) with one line naming its record.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})

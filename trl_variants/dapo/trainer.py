@@ -3,12 +3,12 @@
 import copy
 import os
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 from trl import GRPOTrainer
 
 from ..dynamic_sampling.checkpoint import load_sampler_state, save_sampler_state
 from ..dynamic_sampling.trainer import DynamicSamplingMixin
+from ..dynamic_sampling.trl_hooks import checkpoint_folder
 from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
 from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
@@ -157,8 +157,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     def _save_checkpoint(self, model, trial):
         # Written before transformers' own files, so that its `trainer_state.json` stays the last file of a complete
         # checkpoint and old checkpoints are rotated away only once this one is whole.
-        checkpoint_name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), checkpoint_name)
+        checkpoint_dir = checkpoint_folder(self, trial)
         if self.args.should_save:
             os.makedirs(checkpoint_dir, exist_ok=True)
         save_sampler_state(self.dynamic_sampler, checkpoint_dir)
