@@ -13,7 +13,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
-from ..dynamic_sampling.checkpoint import CARRIED_FILE
+from ..dynamic_sampling.checkpoint import CARRIED_FILE, MANIFEST_FILE, manifest_files
 from ..dynamic_sampling.checkpoint import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
 from ..experimental.prompt_skipping.skipper import HISTORY_FILE as PROMPT_HISTORY_FILE
 
@@ -27,10 +27,10 @@ _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     """Why `checkpoint_dir` was not completely written, or `[]` when it was: it is complete when
-    `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and, for a run that
-    logged dynamic-sampling metrics, the dynamic-sampling state (written first) is there, with the prompt history
-    when it logged prompt-skipping metrics and the
-    carried groups when it logged carrying metrics."""
+    `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and every dynamic-sampling
+    file (written first) its manifest lists is there. A checkpoint written before manifests existed needs, for a run
+    that logged dynamic-sampling metrics, the dynamic-sampling state, with the prompt history when it logged
+    prompt-skipping metrics and the carried groups when it logged carrying metrics."""
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
         return [f"{TRAINER_STATE_NAME} is missing"]
@@ -42,6 +42,13 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     problems = []
     if os.path.exists(os.path.join(checkpoint_dir, JIT_INCOMPLETE_MARKER)):
         problems.append(f"it still holds transformers' {JIT_INCOMPLETE_MARKER} marker")
+    try:
+        listed = manifest_files(checkpoint_dir)
+    except (ValueError, KeyError, TypeError) as error:  # not JSON, or not {"files": [...]}
+        return [*problems, f"{MANIFEST_FILE} is not valid ({type(error).__name__}: {error})"]
+    if listed is not None:
+        missing = [name for name in listed if not os.path.isfile(os.path.join(checkpoint_dir, name))]
+        return problems + [f"{name} is missing although {MANIFEST_FILE} lists it" for name in missing]
     logged_dynamic_sampling = any(
         key.startswith("dynamic_sampling/") for entry in state.get("log_history", []) for key in entry
     )
