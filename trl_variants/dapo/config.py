@@ -7,7 +7,7 @@ from transformers.utils import logging
 from trl import GRPOConfig
 
 from ..dynamic_sampling.selection import carry_layout_problem
-from ..reliability.config_checks import check_common_fields, refuse_removed_fields, require
+from ..reliability.config_checks import REMOVED_FIELDS, check_common_fields, require
 
 logger = logging.get_logger(__name__)
 
@@ -154,7 +154,8 @@ class DAPOConfig(GRPOConfig):
     )
 
     def __new__(cls, *args, **kwargs):
-        refuse_removed_fields(kwargs)
+        for name in kwargs.keys() & REMOVED_FIELDS:
+            raise ValueError(REMOVED_FIELDS[name])
         return super().__new__(cls)
 
     def __post_init__(self):

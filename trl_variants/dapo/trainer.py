@@ -53,8 +53,9 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `create_model_card` (`VariantModelCardMixin`): tags `trl-variants` and `dapo`, the paper, the settings, and no
       link to a base model or dataset that is not on the Hub.
 
-    Every place where the package replaces a TRL attribute for the length of a call is in
-    `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it relies on.
+    Every place where the package replaces a TRL attribute for the length of a call, or reads or calls a private name
+    of TRL's trainer, is in `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it relies on (the one
+    exception is recorded in `trl_variants.trl_surface.entries.PRIVATE_USES_OUTSIDE_HOOKS`).
     """
 
     _tag_names = ["trl", TRL_VARIANTS_TAG, "dapo"]

@@ -491,16 +491,12 @@ def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list
     pad_id = trainer._tokenizer.pad_token_id
     prompts = [torch.tensor(ids) for ids in prompt_ids]
     completions = [torch.tensor(ids) for ids in completion_ids]
-    input_ids = torch.cat(
-        [pad(prompts, padding_value=pad_id, padding_side="left"), pad(completions, padding_value=pad_id)], dim=1
-    ).to(device)
-    attention_mask = torch.cat(
-        [
-            pad([torch.ones_like(ids) for ids in prompts], padding_value=0, padding_side="left"),
-            pad([torch.ones_like(ids) for ids in completions], padding_value=0),
-        ],
-        dim=1,
-    ).to(device)
+
+    def side_by_side(value, make=lambda ids: ids):  # prompts padded on the left, completions on the right
+        left, right = pad([make(ids) for ids in prompts], value, "left"), pad([make(ids) for ids in completions], value)
+        return torch.cat([left, right], dim=1).to(device)
+
+    input_ids, attention_mask = side_by_side(pad_id), side_by_side(0, torch.ones_like)
     with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
         logps, _, _ = trainer._get_per_token_logps_and_entropies(
             trainer.model,

@@ -47,20 +47,18 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     except (ValueError, KeyError, TypeError) as error:  # not JSON, or not {"files": [...]}
         return [*problems, f"{MANIFEST_FILE} is not valid ({type(error).__name__}: {error})"]
     if listed is not None:
-        missing = [name for name in listed if not os.path.isfile(os.path.join(checkpoint_dir, name))]
-        return problems + [f"{name} is missing although {MANIFEST_FILE} lists it" for name in missing]
-    logged_dynamic_sampling = any(
-        key.startswith("dynamic_sampling/") for entry in state.get("log_history", []) for key in entry
-    )
-    if logged_dynamic_sampling and not os.path.isfile(os.path.join(checkpoint_dir, DYNAMIC_SAMPLING_STATE_FILE)):
-        problems.append(f"{DYNAMIC_SAMPLING_STATE_FILE} is missing although the run used dynamic sampling")
-    logged_skipping = any("dynamic_sampling/skipped_prompts" in entry for entry in state.get("log_history", []))
-    if logged_skipping and not os.path.isfile(os.path.join(checkpoint_dir, PROMPT_HISTORY_FILE)):
-        problems.append(f"{PROMPT_HISTORY_FILE} is missing although the run skipped degenerate prompts")
-    logged_carrying = any("dynamic_sampling/carried_groups" in entry for entry in state.get("log_history", []))
-    if logged_carrying and not os.path.isfile(os.path.join(checkpoint_dir, CARRIED_FILE)):
-        problems.append(f"{CARRIED_FILE} is missing although the run carried surplus groups")
-    return problems
+        needed = {name: f"{MANIFEST_FILE} lists it" for name in listed}
+    else:  # written before manifests existed: the files the metrics its run logged imply
+        logged = {key for entry in state.get("log_history", []) for key in entry}
+        sampled = any(key.startswith("dynamic_sampling/") for key in logged)
+        implied = (
+            (DYNAMIC_SAMPLING_STATE_FILE, sampled, "used dynamic sampling"),
+            (PROMPT_HISTORY_FILE, "dynamic_sampling/skipped_prompts" in logged, "skipped degenerate prompts"),
+            (CARRIED_FILE, "dynamic_sampling/carried_groups" in logged, "carried surplus groups"),
+        )
+        needed = {name: f"the run {what}" for name, logged_it, what in implied if logged_it}
+    missing = [name for name in needed if not os.path.isfile(os.path.join(checkpoint_dir, name))]
+    return problems + [f"{name} is missing although {needed[name]}" for name in missing]
 
 
 def checkpoints_newest_first(output_dir: str) -> list[str]:

@@ -14,29 +14,13 @@ def require(condition: bool, field_name: str, value, allowed: str) -> None:
         raise ValueError(f"{field_name}={value!r} is not allowed; expected {allowed}.")
 
 
-# Fields the package no longer has, each with what it was and where its record is.
+# Fields the package no longer has, each with the one line that answers it (in a config, a recipe or a flag), where
+# the dataclass's own error would say only that the keyword is unexpected.
 REMOVED_FIELDS = {
-    "dynamic_sampling_allocation": (
-        "the experimental allocation mode left the package after its study did not support it",
-        "docs/results/allocation_study/README.md",
-    ),
+    "dynamic_sampling_allocation": "dynamic_sampling_allocation was removed: the experimental allocation mode left "
+    "the package after its study did not support it; its record, with the commit whose code ran the study, is "
+    "docs/results/allocation_study/README.md.",
 }
-
-
-def removed_field_problem(name: str) -> str | None:
-    """The one line for a removed config field (`REMOVED_FIELDS`), or `None` for any other name."""
-    if name not in REMOVED_FIELDS:
-        return None
-    what, record = REMOVED_FIELDS[name]
-    return f"{name} was removed: {what}; its record, with the commit whose code ran the study, is {record}."
-
-
-def refuse_removed_fields(fields: dict) -> None:
-    """Raises `ValueError` when `fields` (a config's keyword arguments) names a removed field: without it the
-    dataclass's own error says only that the keyword is unexpected."""
-    for name in fields:
-        if problem := removed_field_problem(name):
-            raise ValueError(problem)
 
 
 def check_common_fields(config) -> None:

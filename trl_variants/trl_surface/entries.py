@@ -82,8 +82,7 @@ ENTRIES = (
     SurfaceEntry("GRPOTrainer._calculate_rewards",
         "(inputs, prompts, completions, completion_ids_list) -> tensor (rows of every process, reward functions): "
         "calls each of self.reward_funcs (read at call time) on this process's rows, then gathers every process's, "
-        "in process order (sampler.generate_round; trl_hooks: replaying_generation_and_rewards, "
-        "reward_funcs_replaced)."),
+        "in process order (trl_hooks: rewards_like_trl, replaying_generation_and_rewards, reward_funcs_replaced)."),
     SurfaceEntry("GRPOTrainer._compute_loss",
         "(model, inputs) -> loss: its first `_get_per_token_logps_and_entropies` call is the policy forward, and it "
         "reads inputs['old_per_token_logps'] after that call (carrying fills it there); `loss_type` selects the "
@@ -135,9 +134,10 @@ ENTRIES = (
         "(model, input_ids, attention_mask, logits_to_keep, batch_size=None, ...) -> (logps, entropies, aux): read "
         "as an instance attribute by _generate_and_score_completions and _compute_loss; rows are independent, one "
         "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids; "
-        "trl_hooks.next_logps_call_through)."),
+        "trl_hooks: next_logps_call_through, policy_logps)."),
     SurfaceEntry("GRPOTrainer._get_output_dir",
-        "(trial) -> str: the folder holding checkpoint-* folders (DAPOTrainer._save_checkpoint writes there first)."),
+        "(trial) -> str: the folder holding checkpoint-* folders (trl_hooks.checkpoint_folder: DAPOTrainer's "
+        "_save_checkpoint writes there first)."),
     SurfaceEntry("trl.generation.vllm_generation.VLLMGeneration",
         "The trainer's `vllm_generation` (colocate mode, `enable_sleep_mode`): `generate` pushes the weights through "
         "`self.sync_weights()` when `self._llm_weights_sleeping`, wakes the KV cache with "
