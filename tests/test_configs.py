@@ -204,6 +204,13 @@ def test_int_for_a_float_field_and_none_for_an_optional_one_are_accepted(config_
     assert config.learning_rate == 1 and config.num_generations_eval is None
 
 
+def test_the_removed_allocation_field_is_refused_naming_its_record(tmp_path):
+    for value in (True, False):
+        rejects(DAPOConfig, tmp_path, r"^dynamic_sampling_allocation was removed: .*its record, .* is "
+                r"docs/results/allocation_study/README\.md\.$", dynamic_sampling_allocation=value)  # fmt: skip
+    assert not hasattr(build(DAPOConfig, tmp_path), "dynamic_sampling_allocation")
+
+
 def test_skip_predictor_and_memory_are_checked_when_skipping(tmp_path):
     rejects(DAPOConfig, tmp_path, r"skip_predictor='beta' is not allowed; expected \"posterior\" or \"streak\"",
             skip_degenerate_prompts=True, skip_predictor="beta")  # fmt: skip

@@ -12,11 +12,11 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE_ROOT = REPO / "trl_variants"
 
 # The package's top-level modules and subpackages, lowest first; a module may import its own layer and those below.
+# Prompt skipping (experimental/) uses dynamic sampling's pure rules, and the sampler calls prompt skipping: one layer.
 LAYERS = (
     {"_compat", "_lazy", "machine", "log_records", "model_card", "smollm2", "variant_args", "vllm_cpu", "rewards", "toy",
      "trl_surface"},
-    {"experimental"},
-    {"dynamic_sampling"},
+    {"dynamic_sampling", "experimental"},
     {"reliability"},
     {"dapo", "dr_grpo"},
     {"variants"},

@@ -44,6 +44,8 @@ def error_of(tmp_path, capsys, command, argv) -> str:
         ("dapo", ["--max_completion_length", "none", "--top_p", "0"], "top_p=0.0 is not allowed; expected a value with 0 < value <= 1."),
         ("dapo", ["--epsilon_high", "0.1"], "epsilon_high=0.1 is not allowed; expected a value >= epsilon (0.2)"),
         ("dapo", ["--config"], "--config needs the path of a YAML recipe."),
+        ("dapo", ["--dynamic_sampling_allocation", "true"], "dynamic_sampling_allocation was removed: "),
+        ("dapo", ["--dynamic_sampling_allocation=false"], "is docs/results/allocation_study/README.md."),
     ],
 )  # fmt: skip
 def test_a_mistaken_flag_is_one_line_naming_field_value_and_what_is_allowed(tmp_path, capsys, command, flags, expected):
@@ -61,6 +63,7 @@ def test_a_mistaken_flag_is_one_line_naming_field_value_and_what_is_allowed(tmp_
         ("key: [unclosed\n", "--config {recipe}: while parsing a flow sequence"),
         ("env: 3\n", "`env` field should be a dict"),
         ("max_completion_length: 0\nlearning_rate: 1.0e-6\n", "max_completion_length=0 is not allowed"),
+        ("dynamic_sampling_allocation: true\n", "dynamic_sampling_allocation was removed: "),
     ],
 )  # fmt: skip
 def test_a_mistaken_recipe_is_one_line(tmp_path, capsys, recipe_text, expected):

@@ -22,7 +22,7 @@ import torch
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.dynamic_sampling import trl_hooks
 from trl_variants.dynamic_sampling.carry import trl_computes_old_logps
-from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE, MANIFEST_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 
 from ..helpers import DAPO_AS_PUBLISHED, run_launch, toy_config, toy_trainer, two_process_command
@@ -447,9 +447,7 @@ def test_resume_while_groups_are_carried_logs_the_uninterrupted_losses(shared_ta
 
     # A carrying run's checkpoint without its carried groups is incomplete, so a resume never picks it.
     (checkpoint / CARRIED_FILE).unlink()
-    assert checkpoint_problems(str(checkpoint)) == [
-        f"{CARRIED_FILE} is missing although the run carried surplus groups"
-    ]
+    assert checkpoint_problems(str(checkpoint)) == [f"{CARRIED_FILE} is missing although {MANIFEST_FILE} lists it"]
 
 
 def test_resume_while_groups_are_carried_over_several_updates_per_batch_logs_the_uninterrupted_run(

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from trl_variants.dynamic_sampling.selection import MAX_ROUND_SIZE_FACTOR, REFILL_MARGIN, PassRateTracker, decide_round, degenerate_outcomes, first_round_extra_groups, groups_to_request, informative_group_mask
+from trl_variants.dynamic_sampling.selection import MAX_ROUND_SIZE_FACTOR, REFILL_MARGIN, PassRateTracker, all_correct_groups, decide_round, degenerate_outcomes, first_round_extra_groups, groups_to_request, informative_group_mask
 from trl_variants.dynamic_sampling.prompt_sources import RefillSampler
 
 
@@ -16,6 +16,14 @@ def test_tolerance_is_inclusive_and_nan_is_ignored():
     nan = float("nan")
     scores = torch.tensor([[0.0, 0.5], [nan, 1.0], [nan, nan], [0.0, nan, ][:2], [1.0, 0.0]])
     assert informative_group_mask(scores, tolerance=0.5).tolist() == [False, False, False, False, True]
+
+
+def test_a_group_is_all_correct_when_the_mean_of_its_scored_completions_is_above_zero():
+    nan = float("nan")
+    scores = torch.tensor([[1.0, 1.0], [0.0, 0.0], [-1.0, -1.0], [nan, 1.0], [nan, nan], [1e-9, 1e-9], [-1e-9, nan]])
+    assert all_correct_groups(scores).tolist() == [True, False, False, True, False, True, False]
+    # Informative groups too go by their mean, though no caller reads the rule for them.
+    assert all_correct_groups(torch.tensor([[1.0, -0.5], [0.5, -1.0]], dtype=torch.float64)).tolist() == [True, False]
 
 
 def test_degenerate_outcomes_split_by_sign():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trl_variants import DAPOConfig
-from trl_variants.dynamic_sampling.selection import degenerate_outcomes, informative_group_mask
+from trl_variants.dynamic_sampling.selection import all_correct_groups, degenerate_outcomes, informative_group_mask
 from trl_variants.experimental.prompt_skipping.streak import ALL_CORRECT, ALL_WRONG, INFORMATIVE, UNSCORED
 from trl_variants.experimental.prompt_skipping.streak import MAX_CANDIDATES_PER_PROMPT, MAX_STREAK, PromptHistory, adapt_explore_probability, explore_probabilities, group_outcomes, pick_prompts
 from trl_variants.dynamic_sampling.prompt_sources import DatasetIndices, RecordingSampler
@@ -31,6 +31,25 @@ def test_outcomes_split_all_correct_from_all_wrong_for_both_reward_conventions(r
     # The same rule as the all_correct_frac / all_wrong_frac metrics.
     scores = torch.tensor(rows)
     assert degenerate_outcomes(scores, informative_group_mask(scores, 1e-6)) == (2, 1)
+
+
+def test_the_metrics_and_both_predictors_split_degenerate_groups_by_one_rule():
+    """`degenerate_outcomes` (the metrics), `group_outcomes` (streak) and `completion_successes` (posterior) all
+    call `selection.all_correct_groups`: on degenerate groups of any common score they agree with it."""
+    from trl_variants.experimental.prompt_skipping.posterior import completion_successes
+
+    nan = math.nan
+    rows = [[value] * 4 for value in (2.0, 1e-7, 0.0, -1e-7, -3.0)] + [[nan, 0.5, 0.5, nan], [nan] * 4]
+    scores = torch.tensor(rows)
+    informative = informative_group_mask(scores, 1e-6)
+    assert not informative.any()
+    correct = all_correct_groups(scores).tolist()
+    assert correct == [True, True, False, False, False, True, False]
+    assert degenerate_outcomes(scores, informative) == (sum(correct), len(rows) - 1 - sum(correct))
+    assert outcomes_of(rows) == [ALL_CORRECT if c else ALL_WRONG for c in correct[:-1]] + [UNSCORED]
+    right, scored = completion_successes(scores, informative)
+    assert (right.sum(dim=1) == scored.sum(dim=1)).tolist() == [c or i == len(rows) - 1 for i, c in enumerate(correct)]
+    assert (right.sum(dim=1) > 0).tolist() == correct
 
 
 def test_history_counts_consecutive_degenerate_visits_of_one_kind():

@@ -20,7 +20,7 @@ import trl_variants.experimental.prompt_skipping.skipper as skipping_glue
 from trl_variants import DAPOConfig, DAPOTrainer
 from trl_variants.experimental.prompt_skipping.streak import ALL_WRONG, INFORMATIVE
 from trl_variants.experimental.prompt_skipping.skipper import HISTORY_FILE
-from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
+from trl_variants.dynamic_sampling.checkpoint import MANIFEST_FILE, STATE_FILE
 from trl_variants.reliability.checkpoints import checkpoint_problems
 from trl_variants.toy import make_toy_task
 
@@ -247,6 +247,9 @@ def test_resume_restores_the_history_and_continues_identically(shared_task, tmp_
     # A checkpoint of a skipping run without its history file is incomplete, so a resume never picks it.
     assert checkpoint_problems(str(checkpoint)) == []
     (checkpoint / HISTORY_FILE).unlink()
+    assert checkpoint_problems(str(checkpoint)) == [f"{HISTORY_FILE} is missing although {MANIFEST_FILE} lists it"]
+    # Written before manifests existed, it is found incomplete by the metrics its run logged.
+    (checkpoint / MANIFEST_FILE).unlink()
     assert checkpoint_problems(str(checkpoint)) == [
         f"{HISTORY_FILE} is missing although the run skipped degenerate prompts"
     ]

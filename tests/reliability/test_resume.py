@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from trl_variants import DAPOConfig, DAPOTrainer, DrGRPOConfig, DrGRPOTrainer
-from trl_variants.dynamic_sampling.checkpoint import STATE_FILE
+from trl_variants.dynamic_sampling.checkpoint import CARRIED_FILE, MANIFEST_FILE, STATE_FILE
 from trl_variants.reliability.checkpoints import (
     JIT_INCOMPLETE_MARKER,
     checkpoint_problems,
@@ -198,6 +198,35 @@ def test_checkpoint_problems_reads_markers_and_broken_state(tmp_path, fresh_task
     nothing = toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path / "empty", max_steps=1), fresh_task())
     with pytest.raises(ValueError, match=r"resume_from_checkpoint=True found no complete checkpoint in output_dir="):
         nothing.train(resume_from_checkpoint=True)
+
+
+def test_a_checkpoint_needs_the_files_its_manifest_lists_and_an_old_one_those_its_metrics_imply(tmp_path, fresh_task):
+    """The manifest, not the metric names, says which dynamic-sampling files a checkpoint needs; a checkpoint
+    written before manifests existed is checked by its metrics as before, and still resumed from."""
+    checkpointed = dict(max_steps=2, save_strategy="steps", save_steps=1, dynamic_sampling_carry_surplus=True)
+    toy_trainer(DAPOTrainer, toy_config(DAPOConfig, tmp_path, **checkpointed), fresh_task()).train()
+    new, old = tmp_path / "checkpoint-2", tmp_path / "checkpoint-1"
+    assert json.loads((new / MANIFEST_FILE).read_text()) == {"files": [STATE_FILE, CARRIED_FILE]}
+    assert checkpoint_problems(str(new)) == []
+    (new / CARRIED_FILE).unlink()
+    assert checkpoint_problems(str(new)) == [f"{CARRIED_FILE} is missing although {MANIFEST_FILE} lists it"]
+    (new / MANIFEST_FILE).write_text(json.dumps({"files": []}))  # the run logged carrying metrics, yet none needed
+    assert checkpoint_problems(str(new)) == []
+    (new / MANIFEST_FILE).write_text("{")
+    assert checkpoint_problems(str(new))[0].startswith(f"{MANIFEST_FILE} is not valid (JSONDecodeError")
+
+    (old / MANIFEST_FILE).unlink()
+    assert checkpoint_problems(str(old)) == []
+    stateless = tmp_path / "checkpoint-0"
+    shutil.copytree(old, stateless)
+    (stateless / STATE_FILE).unlink()
+    assert checkpoint_problems(str(stateless)) == [f"{STATE_FILE} is missing although the run used dynamic sampling"]
+    shutil.rmtree(stateless)
+    assert last_complete_checkpoint(str(tmp_path)) == str(old)  # checkpoint-2's manifest is broken
+    config = toy_config(DAPOConfig, tmp_path, **{**checkpointed, "max_steps": 3})
+    resumed = toy_trainer(DAPOTrainer, config, fresh_task())
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 3 and checkpoint_problems(str(new)) == []
 
 
 @pytest.mark.slow

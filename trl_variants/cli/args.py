@@ -15,6 +15,7 @@ import yaml
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, ScriptArguments, TrlParser
 from trl.cli.commands.training import _subtract_subsequence
 
+from ..reliability.config_checks import REMOVED_FIELDS
 from ..reliability.field_ranges import first_range_problem
 from ..rewards.names import accepted_names_text, reward_name_problem
 from ..variants import VARIANTS, Variant
@@ -100,6 +101,8 @@ class VariantParser(TrlParser):
         """Raises `CliUsageError` unless `key` (`--name`) is a launch option; the parser has taken every field."""
         if key == ACCELERATE_CONFIG or key in self.launch_options:
             return
+        if key.lstrip("-") in REMOVED_FIELDS:
+            raise CliUsageError(REMOVED_FIELDS[key.lstrip("-")])
         names = {action.dest for action in self._actions} | {option.lstrip("-") for option in self.launch_options}
         close = difflib.get_close_matches(key.lstrip("-"), sorted(names), n=3, cutoff=0.75)
         guess = f" (did you mean {' or '.join(('' if in_recipe else '--') + name for name in close)}?)" if close else ""

@@ -7,7 +7,7 @@ from transformers.utils import logging
 from trl import GRPOConfig
 
 from ..dynamic_sampling.selection import ROW_NORMALISED_LOSS_TYPES, carry_layout_problem, dynamic_sampling_mode
-from ..reliability.config_checks import check_common_fields, require
+from ..reliability.config_checks import REMOVED_FIELDS, check_common_fields, require
 
 logger = logging.get_logger(__name__)
 
@@ -27,7 +27,8 @@ class DAPOConfig(GRPOConfig):
     Relative to `GRPOConfig` it overrides `__post_init__`: before TRL's own checks, the type and range of every
     numeric field and the rules between fields (each error names the field, the value and what is allowed); after
     them, the rules on fields TRL resolves (`max_rows_per_generate_call` against vLLM and continuous batching,
-    `dynamic_sampling_carry_surplus=True` against `steps_per_generation`).
+    `dynamic_sampling_carry_surplus=True` against `steps_per_generation`). And `__new__`, only to refuse a removed
+    field (`dynamic_sampling_allocation`) with one line naming its record.
     """
 
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range epsilon_low. Range: >= 0."})
@@ -109,19 +110,6 @@ class DAPOConfig(GRPOConfig):
             "a log line. False, with skip_degenerate_prompts=False (the default), is DAPO as published."
         },
     )
-    dynamic_sampling_allocation: bool = field(
-        default=False,
-        metadata={
-            "help": "Experimental: per step, score 4 candidate prompts per trained group with a per-prompt pass-rate "
-            "posterior and spend completions where a mixed (informative) group is likeliest: num_generations to a "
-            "new prompt, 2 more at a time to one still all right or all wrong while that is worth more than a new "
-            "prompt; each trained group is num_generations of a prompt's completions, balanced between right and "
-            "wrong. The posterior fades as skip_memory_epochs says. Needs dynamic_sampling=True, a map-style "
-            "train_dataset, skip_degenerate_prompts=False and no vLLM server. Default False: not measured on a model "
-            "(docs/allocation.md)."
-        },
-    )
-
     max_rows_per_generate_call: int | None = field(
         default=None,
         metadata={
@@ -151,9 +139,9 @@ class DAPOConfig(GRPOConfig):
     skip_memory_epochs: float = field(
         default=1.0,
         metadata={
-            "help": 'skip_predictor="posterior" and dynamic_sampling_allocation: half-life of a wrong answer\'s '
-            "evidence, in passes over the training dataset (a right answer's lasts 8 times longer), so prompts that "
-            "became learnable are explored again. Range: > 0."
+            "help": 'skip_predictor="posterior": half-life of a wrong answer\'s evidence, in passes over the '
+            "training dataset (a right answer's lasts 8 times longer), so prompts that became learnable are "
+            "explored again. Range: > 0."
         },
     )
     skip_target_degenerate_share: float = field(
@@ -172,6 +160,11 @@ class DAPOConfig(GRPOConfig):
             "help": "Least probability of still generating a prompt predicted degenerate. Range: 0 < value <= 1."
         },
     )
+
+    def __new__(cls, *args, **kwargs):
+        for name in kwargs.keys() & REMOVED_FIELDS:
+            raise ValueError(REMOVED_FIELDS[name])
+        return super().__new__(cls)
 
     def __post_init__(self):
         self.dynamic_sampling = dynamic_sampling_mode(self.dynamic_sampling)
@@ -228,23 +221,7 @@ class DAPOConfig(GRPOConfig):
                 self.skip_predictor,
                 '"posterior" or "streak"',
             )
-        if self.dynamic_sampling_allocation:
-            require(
-                self.dynamic_sampling and not self.skip_degenerate_prompts,
-                "dynamic_sampling_allocation",
-                self.dynamic_sampling_allocation,
-                "False when dynamic_sampling=False or skip_degenerate_prompts=True (allocation chooses the prompts "
-                "itself, within dynamic sampling's rounds)",
-            )
         super().__post_init__()
-        if self.dynamic_sampling_allocation:
-            require(
-                not (self.use_vllm and self.vllm_mode == "server"),
-                "dynamic_sampling_allocation",
-                self.dynamic_sampling_allocation,
-                'False with use_vllm=True and vllm_mode="server", which generates num_generations completions per '
-                'prompt; vllm_mode="colocate" generates each row on its own',
-            )
         # After TRL's checks, which turn the deprecated use_transformers_paged into continuous batching.
         if self.max_rows_per_generate_call is not None:
             require(

@@ -3,13 +3,13 @@
 import copy
 import os
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 from trl import GRPOTrainer
 
 from ..dynamic_sampling.checkpoint import load_sampler_state, save_sampler_state
 from ..dynamic_sampling.selection import ROW_NORMALISED_LOSS_TYPES
 from ..dynamic_sampling.trainer import DynamicSamplingMixin
+from ..dynamic_sampling.trl_hooks import checkpoint_folder
 from ..model_card import DAPO_PAPER, TRL_VARIANTS_TAG, VariantModelCardMixin
 from ..reliability.trainer import ReliabilityMixin
 from ..rewards.overlong import SoftOverlongPunishment, is_soft_overlong_punishment
@@ -56,8 +56,9 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `create_model_card` (`VariantModelCardMixin`): tags `trl-variants` and `dapo`, the paper, the settings, and no
       link to a base model or dataset that is not on the Hub.
 
-    Every place where the package replaces a TRL attribute for the length of a call is in
-    `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it relies on.
+    Every place where the package replaces a TRL attribute for the length of a call, or reads or calls a private name
+    of TRL's trainer, is in `trl_variants.dynamic_sampling.trl_hooks`, with the TRL layout it relies on (the one
+    exception is recorded in `trl_variants.trl_surface.entries.PRIVATE_USES_OUTSIDE_HOOKS`).
     """
 
     _tag_names = ["trl", TRL_VARIANTS_TAG, "dapo"]
@@ -164,15 +165,12 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
                     args.skip_probability_step,
                     args.skip_min_explore_probability,
                 )
-            if args.dynamic_sampling_allocation:
-                settings["dynamic sampling allocation (posterior memory epochs)"] = args.skip_memory_epochs
         return settings
 
     def _save_checkpoint(self, model, trial):
         # Written before transformers' own files, so that its `trainer_state.json` stays the last file of a complete
         # checkpoint and old checkpoints are rotated away only once this one is whole.
-        checkpoint_name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), checkpoint_name)
+        checkpoint_dir = checkpoint_folder(self, trial)
         if self.args.should_save:
             os.makedirs(checkpoint_dir, exist_ok=True)
         save_sampler_state(self.dynamic_sampler, checkpoint_dir)

@@ -27,10 +27,7 @@ would have.
 
 import torch
 from accelerate.utils import gather_object
-from trl.models.utils import disable_gradient_checkpointing
-from trl.trainer.utils import pad
 
-LOGPS_METHOD = "_get_per_token_logps_and_entropies"
 # Keys of a scored batch with carried rows (TRL splits and shuffles them with the batch): which rows are carried,
 # and, where TRL computed no old log-probs, the carried rows' generating log-probs (zero for fresh rows).
 CARRIED_ROWS_KEY = "dynamic_sampling_carried_rows"
@@ -45,37 +42,10 @@ def trl_computes_old_logps(trainer) -> bool:
     )
 
 
-def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[torch.Tensor]:
-    """Per-token log-probs of each completion under the current model, one unpadded CPU tensor per row."""
-    device = trainer.accelerator.device
-    pad_id = trainer._tokenizer.pad_token_id
-    prompts = [torch.tensor(ids) for ids in prompt_ids]
-    completions = [torch.tensor(ids) for ids in completion_ids]
-    input_ids = torch.cat(
-        [pad(prompts, padding_value=pad_id, padding_side="left"), pad(completions, padding_value=pad_id)], dim=1
-    ).to(device)
-    attention_mask = torch.cat(
-        [
-            pad([torch.ones_like(ids) for ids in prompts], padding_value=0, padding_side="left"),
-            pad([torch.ones_like(ids) for ids in completions], padding_value=0),
-        ],
-        dim=1,
-    ).to(device)
-    with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
-        logps, _, _ = getattr(trainer, LOGPS_METHOD)(
-            trainer.model,
-            input_ids,
-            attention_mask,
-            max(len(ids) for ids in completion_ids),
-            batch_size=trainer.args.per_device_train_batch_size,
-        )
-    # Cloned: a view would keep (and pickle, and save) the whole padded batch with each row.
-    return [logps[i, : len(ids)].float().cpu().clone() for i, ids in enumerate(completion_ids)]
-
-
-def record_generating_logps(trainer, rows, filler) -> None:
+def record_generating_logps(trainer, rows, filler, policy_logps) -> None:
     """Stores on each carried row (every process holds all of `rows`) its log-probs under the current (generating)
-    policy. Each process computes an even share of the rows and one `gather_object` hands every process all of them.
+    policy (`policy_logps`: `trl_hooks.policy_logps`). Each process computes an even share of the rows and one
+    `gather_object` hands every process all of them.
 
     Every process runs the same forwards (collectives stay matched under ZeRO-3): each computes the same number of
     rows, padding the last share with copies of `filler` (any row)."""

@@ -3,14 +3,15 @@
 `STATE_FILE` (JSON, written by the main process) holds the refill source's position, the pass-rate estimate, the
 smallest generate-call cap an out-of-memory error taught any process (kept with dynamic sampling off too: it caps a
 plain generation batch's call alike) and, with prompt skipping, the skipper's state (its arrays go to a file of
-their own, experimental/prompt_skipping; so do the allocation mode's, experimental/allocation).
+their own, experimental/prompt_skipping).
 
 Carried groups (`dynamic_sampling_carry_surplus=True`): every process holds every carried row, so the main process
 writes them all to `CARRIED_FILE` (rewards and generating log-probs included), and a run resumed on any number of
 processes reads them back whole; the carried groups must fit in the new batch.
 
 Files are written with `torch.save` and read with `weights_only=True`, so a checkpoint can hold nothing but
-containers, numbers, strings and tensors.
+containers, numbers, strings and tensors. `MANIFEST_FILE`, written last, lists the files the state needs, which the
+completeness check (reliability/checkpoints.py) reads.
 """
 
 import json
@@ -20,6 +21,7 @@ from dataclasses import asdict
 import torch
 from transformers.utils import logging
 
+from ..experimental.prompt_skipping.skipper import HISTORY_FILE
 from .sampler import GeneratedRow
 
 logger = logging.get_logger(__name__)
@@ -27,6 +29,8 @@ logger = logging.get_logger(__name__)
 STATE_FILE = "dynamic_sampling_state.json"
 # Written by the main process: every carried row, in group order.
 CARRIED_FILE = "dynamic_sampling_carried_groups.pt"
+# Written by the main process after the files it lists: {"files": [the sampler's files this checkpoint needs]}.
+MANIFEST_FILE = "dynamic_sampling_manifest.json"
 
 
 def save_sampler_state(sampler, checkpoint_dir: str) -> None:
@@ -34,6 +38,7 @@ def save_sampler_state(sampler, checkpoint_dir: str) -> None:
     trainer = sampler.trainer
     args = trainer.args
     rows_per_call = sampler.calls.learned_rows_per_call()
+    files = []
     if args.should_save and (sampler.enabled or rows_per_call is not None):
         state = {}
         if sampler.enabled:
@@ -44,12 +49,26 @@ def save_sampler_state(sampler, checkpoint_dir: str) -> None:
             }
         with open(os.path.join(checkpoint_dir, STATE_FILE), "w") as state_file:
             json.dump({**state, "rows_per_call_after_oom": rows_per_call}, state_file)
+        files.append(STATE_FILE)
     if sampler.skipper is not None and args.should_save:
         sampler.skipper.save(checkpoint_dir)
-    if sampler.allocator is not None and args.should_save:
-        sampler.allocator.save(checkpoint_dir)
+        files.append(HISTORY_FILE)
     if sampler.options.carry_surplus:
         save_carried_groups(sampler, checkpoint_dir)
+        files.append(CARRIED_FILE)
+    if args.should_save:
+        with open(os.path.join(checkpoint_dir, MANIFEST_FILE), "w") as manifest_file:
+            json.dump({"files": files}, manifest_file)
+
+
+def manifest_files(checkpoint_dir: str) -> list[str] | None:
+    """The sampler's files `checkpoint_dir`'s manifest lists, or `None` for a checkpoint written before manifests
+    existed."""
+    path = os.path.join(checkpoint_dir, MANIFEST_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as manifest_file:
+        return list(json.load(manifest_file)["files"])
 
 
 def load_sampler_state(sampler, checkpoint_dir: str) -> None:
@@ -66,8 +85,6 @@ def load_sampler_state(sampler, checkpoint_dir: str) -> None:
     sampler.pass_rate.estimate = state["pass_rate_estimate"]
     if sampler.skipper is not None:
         sampler.skipper.load(state.get("skipping"), checkpoint_dir)
-    if sampler.allocator is not None:
-        sampler.allocator.load(checkpoint_dir)
     if sampler.options.carry_surplus:
         sampler.carried = load_carried_groups(sampler.trainer, checkpoint_dir)
 

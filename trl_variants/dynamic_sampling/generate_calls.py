@@ -26,6 +26,7 @@ from trl.models.utils import add_hooks
 from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
 
 from .generation_memory import KEPT_MEASUREMENTS, MEMORY_MARGIN, CallPeak, DeviceMemory, call_rows
+from .trl_hooks import is_zero3
 
 logger = logging.get_logger(__name__)
 
@@ -276,7 +277,7 @@ class GenerateCalls:
     def has_collectives(self) -> bool:
         """Whether `generate` runs collectives across processes (ZeRO-3 or FSDP on several processes)."""
         trainer = self.trainer
-        return trainer.accelerator.num_processes > 1 and (trainer._dist.is_zero3 or trainer.is_fsdp_enabled)
+        return trainer.accelerator.num_processes > 1 and (is_zero3(trainer) or trainer.is_fsdp_enabled)
 
     def learned_rows_per_call(self) -> int | None:
         """The smallest cap an out-of-memory error taught any process, for checkpoints (a gather on several
@@ -300,6 +301,6 @@ class GenerateCalls:
                 )
             optimizer = getattr(engine, "optimizer", None)  # none before the first training step: no hooks to restore
             offload = getattr(optimizer, "parameter_offload", optimizer)
-            if self.trainer._dist.is_zero3 and not getattr(offload, "forward_hooks", True):
+            if is_zero3(self.trainer) and not getattr(offload, "forward_hooks", True):
                 add_hooks(engine)  # TRL's `remove_hooks` left the ZeRO-3 engine without its module hooks
             raise

@@ -21,7 +21,6 @@ index (a prompt key for a stream), drawn alike on every process (prompt_sources.
 one step through it.
 """
 
-import copy
 import math
 from dataclasses import dataclass, field
 
@@ -48,7 +47,8 @@ from .selection import (
     resolve_sampling_options,
     total_reward_sum,
 )
-from .trl_hooks import extra_logs_set_aside, generate_like_trl
+from .trl_hooks import generate_like_trl, is_vision_language, policy_logps, rewards_like_trl, train_metrics
+from .trl_hooks import trl_metrics_kept
 
 logger = logging.get_logger(__name__)
 
@@ -138,10 +138,10 @@ class DynamicSampler:
         self.carried_ratio = CarriedRatioWindow()
         self.metric_index = None
         self.refill = None
-        self.skipper = self.allocator = None
+        self.skipper = None
         self.options = resolve_sampling_options(
             args.dynamic_sampling, args.skip_degenerate_prompts, args.dynamic_sampling_carry_surplus,
-            args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, trainer._is_vlm,
+            args.gradient_accumulation_steps, args.steps_per_generation, args.num_iterations, is_vision_language(trainer),
         )  # fmt: skip
         self.indices = DatasetIndices(None, False, trainer.train_dataset)
         if not self.enabled:
@@ -164,12 +164,7 @@ class DynamicSampler:
 
             key_space = STREAM_KEY_SPACE if self.streaming else len(dataset)
             self.skipper = PromptSkipper(args, trainer.num_generations, self.refill, key_space, self.streaming)
-        if args.dynamic_sampling_allocation:  # experimental/allocation: completions per prompt from a posterior
-            from ..experimental.allocation import Allocator
-
-            self.allocator = Allocator(args, trainer.num_generations, self.refill, trainer.accelerator.num_processes)
-        reason = "dynamic_sampling_allocation" if self.allocator else None
-        self.indices = DatasetIndices("skip_degenerate_prompts" if self.skipper else reason, self.streaming, dataset)
+        self.indices = DatasetIndices("skip_degenerate_prompts" if self.skipper else None, self.streaming, dataset)
 
     @property
     def streaming(self) -> bool:
@@ -196,30 +191,16 @@ class DynamicSampler:
         needed = batch_groups - len(carried)
         own_by_index = self.own_rows_by_index(inputs)
 
-        # Phase 1's own `_generate` calls would log TRL's completion metrics and token counts for every round;
-        # they are restored so that TRL's metrics describe the trained batch, which phase 2 logs.
-        saved_metrics = copy.deepcopy(trainer._metrics["train"])
-        saved_tokens_seen = trainer.state.num_input_tokens_seen
-
         def run_round(segments):
             rows = self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
             return rows, self.sampling_scores(torch.tensor([row.rewards for row in rows]))
 
-        if self.allocator is None:
+        with trl_metrics_kept(trainer):  # TRL's metrics describe the trained batch, which phase 2 logs
             groups, generated, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
-        else:  # experimental/allocation: completions per prompt from its posterior, groups of G formed from them
-            def round_size(missing: int, rate: float | None) -> int:  # in groups, as without allocation
-                return groups_to_request(missing, self.pass_rate.estimate if rate is None else rate, batch_groups, 1)
-
-            step, keys = trainer.state.global_step, first_segment[::group_size]
-            groups, generated, rounds = self.allocator.sample(keys, needed, step, lambda s: run_round([s]), round_size)
         rewards = torch.tensor([row.rewards for group in groups for row in group])
         scores = self.sampling_scores(rewards).view(-1, group_size)
         informative = informative_group_mask(scores, args.dynamic_sampling_tolerance)
         found, seen = int(informative.sum()), len(groups)
-
-        trainer._metrics["train"] = saved_metrics
-        trainer.state.num_input_tokens_seen = saved_tokens_seen
 
         decision = decide_round(
             informative.tolist(), needed, fill=args.dynamic_sampling_on_exhausted == "fill",
@@ -248,7 +229,7 @@ class DynamicSampler:
         local = batch[process * rows_per_process : (process + 1) * rows_per_process]
         # Recorded now, before this step's optimizer update: this is the policy that generated the rows.
         self.carried = [groups[i] for i in decision.carried]
-        record_generating_logps(trainer, [row for group in self.carried for row in group], filler=local[0])
+        record_generating_logps(trainer, [row for group in self.carried for row in group], local[0], policy_logps)
         self.log_step(groups, generated, scores, informative, decision, rounds, len(carried))
         carried_per_process = [carried_rows - p * rows_per_process for p in range(num_processes)]
         return TrainedBatch(local, [min(max(count, 0), rows_per_process) for count in carried_per_process])
@@ -412,9 +393,9 @@ class DynamicSampler:
             for i, row in enumerate(local_rows):
                 row[key] = values[i] if isinstance(values, list) else values
 
-        with extra_logs_set_aside(trainer) as round_logs:
-            # TRL's, gathered: every process's rows, in process order.
-            rewards = trainer._calculate_rewards(local_rows, prompts, completions, completion_ids).cpu()
+        # TRL's, gathered: every process's rows, in process order.
+        rewards, round_logs = rewards_like_trl(trainer, local_rows, prompts, completions, completion_ids)
+        rewards = rewards.cpu()
         if rewards.shape[0] != len(flat):
             raise RuntimeError(
                 f"dynamic_sampling: TRL's _calculate_rewards returned {rewards.shape[0]} rows for the round's "
@@ -461,7 +442,7 @@ class DynamicSampler:
             values = {name: [None if math.isnan(value) else value for value in rewards[:, i].tolist()]
                       for i, name in enumerate(trainer.reward_func_names)}  # fmt: skip
             logger.warning(no_signal_warning(NO_SIGNAL_STEPS, values))
-        metrics = trainer._metrics["train"]
+        metrics = train_metrics(trainer)
         all_correct, all_wrong = degenerate_outcomes(scores, informative)
         metrics["dynamic_sampling/generated_groups"].append(float(seen))
         metrics["dynamic_sampling/pass_rate"].append(found / seen)
@@ -477,8 +458,6 @@ class DynamicSampler:
         metrics = self.record_outcomes(scores, informative, rewards)
         if self.skipper is not None:
             self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
-        if self.allocator is not None:
-            self.allocator.log(metrics)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         # Carried groups are informative groups of the trained batch too.

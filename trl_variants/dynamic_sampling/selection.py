@@ -118,18 +118,25 @@ def no_signal_warning(steps: int, reward_values: dict[str, list]) -> str:
     )
 
 
-def degenerate_outcomes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[int, int]:
-    """Counts degenerate groups that were all correct (common score > 0) and all wrong (common score <= 0).
+def all_correct_groups(scores: torch.Tensor) -> torch.Tensor:
+    """True for each group (row of `scores`, shape `(num_groups, num_generations)`) that counts as all correct: the
+    package's one outcome rule, behind the `all_correct_frac`/`all_wrong_frac` metrics and prompt skipping's history.
 
-    The sign convention fits both +1/-1 rewards (DAPO) and 1/0 rewards; a group with no scored completion
-    counts as neither.
+    A group is all correct when the mean of its scored completions is above 0, and all wrong when it is <= 0: the
+    sign convention fits both +1/-1 rewards (DAPO) and 1/0 rewards. NaN scores (unscored completions) are ignored; a
+    group with none scored is False here, and a caller that tells it apart tests `torch.isnan(scores).all(dim=1)`.
+    The mean is taken in `scores`' dtype.
     """
+    return torch.nanmean(scores, dim=1) > 0
+
+
+def degenerate_outcomes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[int, int]:
+    """Counts degenerate groups that were all correct and all wrong (`all_correct_groups`); a group with no scored
+    completion counts as neither."""
     degenerate_scores = scores[~informative]
-    if degenerate_scores.numel() == 0:
-        return 0, 0
-    group_score = torch.nanmean(degenerate_scores, dim=1)
-    scored = ~torch.isnan(group_score)
-    return int((group_score[scored] > 0).sum()), int((group_score[scored] <= 0).sum())
+    scored = ~torch.isnan(degenerate_scores).all(dim=1)
+    correct = all_correct_groups(degenerate_scores)
+    return int((correct & scored).sum()), int((~correct & scored).sum())
 
 
 def round_up_to_multiple(count: int, granularity: int) -> int:

@@ -18,6 +18,7 @@ from .trl_hooks import (
     replaying_generation_and_rewards,
     replaying_tools_and_environments,
     scoring_with_generating_logps,
+    train_metrics,
 )
 
 __all__ = ["DynamicSamplingExhaustedError", "DynamicSamplingMixin"]
@@ -66,7 +67,7 @@ class DynamicSamplingMixin:
         # One gather per optimizer step, at its last micro-batch, and only in steps that trained carried rows.
         if self.accelerator.sync_gradients:
             for name, value in (carried_ratio.close(self.accelerator) or {}).items():
-                self._metrics["train"][name].append(value)
+                train_metrics(self)[name].append(value)
         return loss
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):

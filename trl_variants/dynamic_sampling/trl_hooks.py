@@ -1,8 +1,8 @@
-"""Every run-time interception of TRL in the package, in one place.
+"""Every run-time interception of TRL in the package, and every use of a private name of TRL's trainer, in one place.
 
 Each function here replaces or wraps one thing of TRL's (an instance attribute of the trainer or of its vLLM engine)
-for the duration of a `with` block, and puts
-back what was there. Each docstring names the TRL 1.16 layout it relies on and its entry in
+for the duration of a `with` block, and puts back what was there, or reads or calls one private name of the trainer
+(the last section). Each docstring names the TRL 1.16 layout it relies on and its entry in
 `trl_variants/trl_surface/entries.py` ("Entry: ..."); on a TRL release, read the entries that
 `python -m trl_variants.trl_surface --trl-path ...` flags against the functions here naming them. Where the layout
 can be checked at run time, the function checks it and fails naming the TRL version.
@@ -11,11 +11,14 @@ What is not here: overrides of `GRPOTrainer` methods, which subclass methods cal
 `DAPOTrainer`'s docstring, "Overrides"); and `vllm_cpu.keep_linear_weights_reloadable`, which patches vLLM, not TRL.
 
 Phase 1 (generation rounds, `sampler.py`): `generate_like_trl` (TRL's `_generate_and_score_completions` up to the
-end of `_generate`, the tool loop recorded), `extra_logs_set_aside` (`_pending_extra_logs` fresh for a round's
-rewards), `engine_awake_across_rounds` (vLLM colocate's sleep and weight sync put off across a step's rounds).
+end of `_generate`, the tool loop recorded), `rewards_like_trl` (`_calculate_rewards`, with `_pending_extra_logs`
+fresh for a round's rewards), `trl_metrics_kept` (TRL's metrics and token count as before the rounds),
+`engine_awake_across_rounds` (vLLM colocate's sleep and weight sync put off across a step's rounds).
 Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`): `replaying_generation_and_rewards`,
 `replaying_tools_and_environments`, and `scoring_with_generating_logps` and `carried_rows_in_loss` (carried rows'
-generating log-probs, carry.py). Every step (`reliability/trainer.py`): `reward_funcs_replaced`.
+generating log-probs, carry.py). Every step (`reliability/trainer.py`): `reward_funcs_replaced`. Reads and calls of
+private names: `is_vision_language`, `is_zero3`, `train_metrics`, `policy_logps`, `checkpoint_folder`. The one such
+use left elsewhere is recorded, with why, in `trl_surface.entries.PRIVATE_USES_OUTSIDE_HOOKS`.
 
 Tools and environments (docs/dynamic_sampling.md, "Tools, environments and vision-language models"): phase 1 runs
 TRL's own prompt preparation (environment resets and observations, tool functions, images) and stops right after
@@ -29,15 +32,18 @@ Everything recorded is plain data (lists, dicts, strings, numbers, images), so a
 
 import copy
 import inspect
+import os
 from contextlib import contextmanager
 
 import torch
 from accelerate.utils import gather
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import pad
 
 from .carry import (
     CARRIED_ROWS_KEY,
     GENERATING_LOGPS_KEY,
-    LOGPS_METHOD,
     place_generating_logps,
     rows_to_score,
     scoring_rows_only,
@@ -45,6 +51,7 @@ from .carry import (
 )
 
 _MISSING = object()
+LOGPS_METHOD = "_get_per_token_logps_and_entropies"
 
 
 @contextmanager
@@ -160,18 +167,35 @@ def _recording_tool_loop(trainer, records: list):
         yield
 
 
-@contextmanager
-def extra_logs_set_aside(trainer):
-    """For the block (one phase 1 round's `_calculate_rewards`), TRL's `_pending_extra_logs` is a fresh, empty one,
-    yielded: the extra columns the reward functions log for the round's rows are kept with those rows
-    (`GeneratedRow.extra_logs`) instead of being queued for TRL's next log; TRL's own queue is put back after.
+def rewards_like_trl(trainer, rows: list[dict], prompts, completions, completion_ids):
+    """TRL's `_calculate_rewards` on one phase 1 round's rows: every process's rewards, and the extra columns the
+    reward functions logged for this process's rows, kept with those rows (`GeneratedRow.extra_logs`) instead of
+    being queued for TRL's next log: for the call `_pending_extra_logs` is a fresh one, TRL's own put back after.
 
     TRL layout: `_pending_extra_logs` is a `defaultdict(list)` set in `__init__`, filled in place by
     `_calculate_rewards` (a reward function's `log_extra` values) and emptied in place when TRL logs completions.
     Entries: `GRPOTrainer.__init__`, `GRPOTrainer._calculate_rewards`."""
     round_logs = type(trainer._pending_extra_logs)(list)
     with instance_override(trainer, "_pending_extra_logs", round_logs):
-        yield round_logs
+        rewards = trainer._calculate_rewards(rows, prompts, completions, completion_ids)
+    return rewards, round_logs
+
+
+@contextmanager
+def trl_metrics_kept(trainer):
+    """TRL's training metrics and `state.num_input_tokens_seen` are put back after the block as they were before it:
+    phase 1's own `_generate` calls log TRL's completion metrics and count tokens for every round, and TRL's metrics
+    must describe the trained batch, which phase 2 logs.
+
+    TRL layout: `_metrics["train"]` (`train_metrics`) is replaced whole, and `_generate` adds to
+    `state.num_input_tokens_seen`. Entries: `GRPOTrainer.__init__`, `GRPOTrainer._generate`."""
+    saved_metrics = copy.deepcopy(trainer._metrics["train"])
+    saved_tokens_seen = trainer.state.num_input_tokens_seen
+    try:
+        yield
+    finally:
+        trainer._metrics["train"] = saved_metrics
+        trainer.state.num_input_tokens_seen = saved_tokens_seen
 
 
 @contextmanager
@@ -435,3 +459,59 @@ def reward_funcs_replaced(trainer, reward_funcs: list):
     TRL layout: `_calculate_rewards` reads `self.reward_funcs` (an instance attribute set in `__init__`) at call time
     and calls each in order. Entries: `GRPOTrainer._calculate_rewards`, `GRPOTrainer.__init__`."""
     return instance_override(trainer, "reward_funcs", reward_funcs)
+
+
+# Reads and calls of the trainer's private names.
+
+
+def is_vision_language(trainer) -> bool:
+    """TRL layout: `_is_vlm`, set in `__init__` from the processing class. Entry: `GRPOTrainer.__init__`."""
+    return trainer._is_vlm
+
+
+def is_zero3(trainer) -> bool:
+    """Whether DeepSpeed ZeRO-3 shards the model. TRL layout: `_dist`, the `DistributedBackend` set in `__init__`, and
+    its `is_zero3`. Entry: `GRPOTrainer.__init__`."""
+    return trainer._dist.is_zero3
+
+
+def train_metrics(trainer):
+    """TRL's training metrics (name -> values), averaged and logged at each logging step; the package appends its own.
+    TRL layout: `_metrics["train"]`, a `defaultdict(list)` set in `__init__`. Entry: `GRPOTrainer.__init__`."""
+    return trainer._metrics["train"]
+
+
+def policy_logps(trainer, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[torch.Tensor]:
+    """Per-token log-probs of each completion under the current model, one unpadded CPU tensor per row.
+
+    TRL layout: `_tokenizer` (set in `__init__`) pads, and `_get_per_token_logps_and_entropies` (model, input_ids,
+    attention_mask, logits_to_keep, batch_size) returns the log-probs first. Entries: `GRPOTrainer.__init__`,
+    `GRPOTrainer._get_per_token_logps_and_entropies`."""
+    device = trainer.accelerator.device
+    pad_id = trainer._tokenizer.pad_token_id
+    prompts = [torch.tensor(ids) for ids in prompt_ids]
+    completions = [torch.tensor(ids) for ids in completion_ids]
+
+    def side_by_side(value, make=lambda ids: ids):  # prompts padded on the left, completions on the right
+        left, right = pad([make(ids) for ids in prompts], value, "left"), pad([make(ids) for ids in completions], value)
+        return torch.cat([left, right], dim=1).to(device)
+
+    input_ids, attention_mask = side_by_side(pad_id), side_by_side(0, torch.ones_like)
+    with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model,
+            input_ids,
+            attention_mask,
+            max(len(ids) for ids in completion_ids),
+            batch_size=trainer.args.per_device_train_batch_size,
+        )
+    # Cloned: a view would keep (and pickle, and save) the whole padded batch with each row.
+    return [logps[i, : len(ids)].float().cpu().clone() for i, ids in enumerate(completion_ids)]
+
+
+def checkpoint_folder(trainer, trial) -> str:
+    """The folder `_save_checkpoint` writes this step's checkpoint into. Layout (transformers' `Trainer`):
+    `<_get_output_dir(trial)>/checkpoint-<global_step>`. Entries: `GRPOTrainer._get_output_dir`,
+    `GRPOTrainer._save_checkpoint`."""
+    name = f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+    return os.path.join(trainer._get_output_dir(trial=trial), name)

@@ -13,9 +13,8 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
-from ..dynamic_sampling.checkpoint import CARRIED_FILE
+from ..dynamic_sampling.checkpoint import CARRIED_FILE, MANIFEST_FILE, manifest_files
 from ..dynamic_sampling.checkpoint import STATE_FILE as DYNAMIC_SAMPLING_STATE_FILE
-from ..experimental.allocation.allocator import CANDIDATES_METRIC, POSTERIOR_FILE
 from ..experimental.prompt_skipping.skipper import HISTORY_FILE as PROMPT_HISTORY_FILE
 
 logger = logging.get_logger(__name__)
@@ -28,10 +27,10 @@ _CHECKPOINT_NAME = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     """Why `checkpoint_dir` was not completely written, or `[]` when it was: it is complete when
-    `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and, for a run that
-    logged dynamic-sampling metrics, the dynamic-sampling state (written first) is there, with the prompt history
-    when it logged prompt-skipping metrics, the allocation posterior when it logged allocation metrics and the
-    carried groups when it logged carrying metrics."""
+    `trainer_state.json` (written last) parses, transformers' JIT-checkpoint marker is gone, and every dynamic-sampling
+    file (written first) its manifest lists is there. A checkpoint written before manifests existed needs, for a run
+    that logged dynamic-sampling metrics, the dynamic-sampling state, with the prompt history when it logged
+    prompt-skipping metrics and the carried groups when it logged carrying metrics."""
     state_path = os.path.join(checkpoint_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(state_path):
         return [f"{TRAINER_STATE_NAME} is missing"]
@@ -43,21 +42,23 @@ def checkpoint_problems(checkpoint_dir: str) -> list[str]:
     problems = []
     if os.path.exists(os.path.join(checkpoint_dir, JIT_INCOMPLETE_MARKER)):
         problems.append(f"it still holds transformers' {JIT_INCOMPLETE_MARKER} marker")
-    logged_dynamic_sampling = any(
-        key.startswith("dynamic_sampling/") for entry in state.get("log_history", []) for key in entry
-    )
-    if logged_dynamic_sampling and not os.path.isfile(os.path.join(checkpoint_dir, DYNAMIC_SAMPLING_STATE_FILE)):
-        problems.append(f"{DYNAMIC_SAMPLING_STATE_FILE} is missing although the run used dynamic sampling")
-    logged_skipping = any("dynamic_sampling/skipped_prompts" in entry for entry in state.get("log_history", []))
-    if logged_skipping and not os.path.isfile(os.path.join(checkpoint_dir, PROMPT_HISTORY_FILE)):
-        problems.append(f"{PROMPT_HISTORY_FILE} is missing although the run skipped degenerate prompts")
-    logged_allocation = any(CANDIDATES_METRIC in entry for entry in state.get("log_history", []))
-    if logged_allocation and not os.path.isfile(os.path.join(checkpoint_dir, POSTERIOR_FILE)):
-        problems.append(f"{POSTERIOR_FILE} is missing although the run allocated completions")
-    logged_carrying = any("dynamic_sampling/carried_groups" in entry for entry in state.get("log_history", []))
-    if logged_carrying and not os.path.isfile(os.path.join(checkpoint_dir, CARRIED_FILE)):
-        problems.append(f"{CARRIED_FILE} is missing although the run carried surplus groups")
-    return problems
+    try:
+        listed = manifest_files(checkpoint_dir)
+    except (ValueError, KeyError, TypeError) as error:  # not JSON, or not {"files": [...]}
+        return [*problems, f"{MANIFEST_FILE} is not valid ({type(error).__name__}: {error})"]
+    if listed is not None:
+        needed = {name: f"{MANIFEST_FILE} lists it" for name in listed}
+    else:  # written before manifests existed: the files the metrics its run logged imply
+        logged = {key for entry in state.get("log_history", []) for key in entry}
+        sampled = any(key.startswith("dynamic_sampling/") for key in logged)
+        implied = (
+            (DYNAMIC_SAMPLING_STATE_FILE, sampled, "used dynamic sampling"),
+            (PROMPT_HISTORY_FILE, "dynamic_sampling/skipped_prompts" in logged, "skipped degenerate prompts"),
+            (CARRIED_FILE, "dynamic_sampling/carried_groups" in logged, "carried surplus groups"),
+        )
+        needed = {name: f"the run {what}" for name, logged_it, what in implied if logged_it}
+    missing = [name for name in needed if not os.path.isfile(os.path.join(checkpoint_dir, name))]
+    return problems + [f"{name} is missing although {needed[name]}" for name in missing]
 
 
 def checkpoints_newest_first(output_dir: str) -> list[str]:

@@ -14,6 +14,15 @@ def require(condition: bool, field_name: str, value, allowed: str) -> None:
         raise ValueError(f"{field_name}={value!r} is not allowed; expected {allowed}.")
 
 
+# Fields the package no longer has, each with the one line that answers it (in a config, a recipe or a flag), where
+# the dataclass's own error would say only that the keyword is unexpected.
+REMOVED_FIELDS = {
+    "dynamic_sampling_allocation": "dynamic_sampling_allocation was removed: the experimental allocation mode left "
+    "the package after its study did not support it; its record, with the commit whose code ran the study, is "
+    "docs/results/allocation_study/README.md.",
+}
+
+
 def check_common_fields(config) -> None:
     """Checks that hold for every GRPO-family config, before TRL's own `__post_init__` runs: types, the range of
     every numeric field (`field_ranges.FIELD_RANGES`), then the rules that relate two fields."""

@@ -39,6 +39,17 @@ class SurfaceEntry:
     header_only: bool = False
 
 
+# Each use of a private name of TRL's trainer (`_x`: its own, its bases', or what they set on `self`) outside
+# dynamic_sampling/trl_hooks.py, where all others are, with why it stays: (file under trl_variants/, the function using
+# it, the name) -> why. An override calling `super()._x` from its own `_x` is none. tests/test_trl_surface.py fails on
+# any unrecorded use, and on a recorded one that is gone.
+PRIVATE_USES_OUTSIDE_HOOKS = {
+    ("model_card.py", "VariantModelCardMixin.create_model_card", "_name"):
+        "It reads back the `_name` class attribute the variant trainers set for TRL's own model card (entry "
+        "`trl.GRPOTrainer`); model_card.py sits below dynamic_sampling/ in the import layers, so it cannot call "
+        "trl_hooks.py.",
+}
+
 GRPO = "trl/trainer/grpo_trainer.py"
 UTILS = "trl/trainer/utils.py"
 SCRIPTS = "trl/scripts/utils.py"
@@ -71,8 +82,7 @@ ENTRIES = (
     SurfaceEntry("GRPOTrainer._calculate_rewards",
         "(inputs, prompts, completions, completion_ids_list) -> tensor (rows of every process, reward functions): "
         "calls each of self.reward_funcs (read at call time) on this process's rows, then gathers every process's, "
-        "in process order (sampler.generate_round; trl_hooks: replaying_generation_and_rewards, "
-        "reward_funcs_replaced)."),
+        "in process order (trl_hooks: rewards_like_trl, replaying_generation_and_rewards, reward_funcs_replaced)."),
     SurfaceEntry("GRPOTrainer._compute_loss",
         "(model, inputs) -> loss: its first `_get_per_token_logps_and_entropies` call is the policy forward, and it "
         "reads inputs['old_per_token_logps'] after that call (carrying fills it there); `loss_type` selects the "
@@ -124,9 +134,10 @@ ENTRIES = (
         "(model, input_ids, attention_mask, logits_to_keep, batch_size=None, ...) -> (logps, entropies, aux): read "
         "as an instance attribute by _generate_and_score_completions and _compute_loss; rows are independent, one "
         "forward per `batch_size` rows (carrying scores a subset of rows, with its row-indexed token-type ids; "
-        "trl_hooks.next_logps_call_through)."),
+        "trl_hooks: next_logps_call_through, policy_logps)."),
     SurfaceEntry("GRPOTrainer._get_output_dir",
-        "(trial) -> str: the folder holding checkpoint-* folders (DAPOTrainer._save_checkpoint writes there first)."),
+        "(trial) -> str: the folder holding checkpoint-* folders (trl_hooks.checkpoint_folder: DAPOTrainer's "
+        "_save_checkpoint writes there first)."),
     SurfaceEntry("trl.generation.vllm_generation.VLLMGeneration",
         "The trainer's `vllm_generation` (colocate mode, `enable_sleep_mode`): `generate` pushes the weights through "
         "`self.sync_weights()` when `self._llm_weights_sleeping`, wakes the KV cache with "

@@ -9,8 +9,6 @@ rounds whose groups are contiguous, and any part of a group a process holds has 
 consecutive positions always give a group at least two different scores.
 """
 
-import hashlib
-
 
 def first_operand(prompt: str) -> int:
     """The toy task's prompts read `a+b=`; `a` keys every purpose-made reward."""
@@ -119,18 +117,3 @@ def generated_groups(calls: list[dict], num_generations: int) -> list[dict]:
                 }
             )
     return groups
-
-
-class PassRateReward(RecordingReward):
-    """Right (1.0) or wrong (0.0) completions at a fixed pass rate per prompt, by the first operand modulo 4: 0 never
-    right, 1 always right, 2 and 3 right half the time. Whether a completion is right is a hash of its prompt, its
-    completion ids and its position in the call, so a run's rewards repeat exactly (a resumed run's too), yet a
-    half-right prompt's group of four still comes out all right or all wrong now and then."""
-
-    __name__ = "pass_rate_reward"
-    PASS_RATES = (0.0, 1.0, 0.5, 0.5)
-
-    def score(self, index, prompt, completion_ids):
-        rate = self.PASS_RATES[first_operand(prompt) % 4]
-        digest = hashlib.blake2b(f"{prompt}|{list(completion_ids)}|{index}".encode(), digest_size=4).digest()
-        return float(int.from_bytes(digest, "little") / 2**32 < rate)

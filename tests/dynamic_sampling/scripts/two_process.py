@@ -7,7 +7,7 @@ Runs follow each other in the same process group, as DAPO is published (no promp
 said otherwise: one with a reward that makes about half the groups degenerate, one with an always-degenerate reward that exhausts the rounds and falls back to filling, the first
 again with `skip_degenerate_prompts=True` (streak rule, then posterior rule), which also records each rank's prompt
 history and skip decisions, the first with skipping on a streaming dataset, and a stream that has no prompt left to
-refill from, tool calling in an environment with skipping and carrying on, the allocation mode, and the first
+refill from, tool calling in an environment with skipping and carrying on, and the first
 again with six rows per process, so that the dataloader's groups straddle the
 processes. Each rank writes `DIR/<run>_rank<r>.json`; tests/dynamic_sampling/test_multiprocess.py compares the ranks.
 """
@@ -31,7 +31,7 @@ from tests.dynamic_sampling.scripts.chat_models import (  # noqa: E402
     make_episode_reward,
     tool_call_task,
 )
-from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward, PassRateReward  # noqa: E402
+from tests.dynamic_sampling.scripts.rewards import ConstantReward, HalfDegenerateReward  # noqa: E402
 from tests.helpers import DAPO_AS_PUBLISHED, toy_config  # noqa: E402
 from trl_variants import DAPOConfig, DAPOTrainer  # noqa: E402
 from trl_variants.toy import make_toy_task  # noqa: E402
@@ -145,9 +145,6 @@ def run(name: str, reward, task, out_dir: Path, train_dataset=None, per_device=P
         if trainer.dynamic_sampler.skipper is None
         else {name: array.tolist() for name, array in trainer.dynamic_sampler.skipper.arrays_owner.arrays().items()},
         "explore_p": getattr(trainer, "_explore_p", None),
-        "allocation_posterior": None
-        if trainer.dynamic_sampler.allocator is None
-        else {name: array.tolist() for name, array in trainer.dynamic_sampler.allocator.posterior.arrays().items()},
         "refill_state": trainer.dynamic_sampler.refill.state_dict(),
         "logs": [
             {k: v for k, v in entry.items() if k.startswith("dynamic_sampling/") or k == "step"}
@@ -220,9 +217,6 @@ def main() -> None:
         train_dataset=task.train_dataset.select(range(4)).to_iterable_dataset(), shuffle_dataset=False,
     )  # fmt: skip
     run_environment(args.out)
-    # The allocation mode: prompts and completions per round from the posterior, groups formed from each prompt's
-    # completions of every round.
-    run("allocation", PassRateReward(), task, args.out, dynamic_sampling_allocation=True)
     # Six rows per process and groups of four: the dataloader's groups straddle the processes.
     run("split", HalfDegenerateReward(NUM_GENERATIONS), task, args.out, per_device=SPLIT_PER_DEVICE_BATCH)
     # Tear the gloo group down while both ranks are alive; left to interpreter exit, its threads can abort a rank.

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ...dynamic_sampling.selection import all_correct_groups
+
 # A drawn pass rate whose group is at least this likely to be informative gets the prompt generated.
 GENERATE_THRESHOLD = 0.5
 # Right answers are remembered this many times longer than wrong ones: a policy that improves turns always-wrong
@@ -56,10 +58,10 @@ def informative_probability(q, num_generations: int):
 def completion_successes(scores: torch.Tensor, informative: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per completion (`scores`: `(groups, n)`), whether it counts as right and whether it was scored.
 
-    A degenerate group is all right when its common score is > 0 and all wrong otherwise (the rule of
-    `selection.degenerate_outcomes`). In an informative group a completion counts as right when its score is above
-    the middle of the group's range, which is the right/wrong split for binary rewards and keeps any metric's
-    informative group mixed. Unscored completions (NaN) count as neither.
+    A degenerate group is all right or all wrong by `selection.all_correct_groups`. In an informative group a
+    completion counts as right when its score is above the middle of the group's range, which is the right/wrong
+    split for binary rewards and keeps any metric's informative group mixed. Unscored completions (NaN) count as
+    neither.
     """
     scores = scores.to(torch.float64)
     scored = ~torch.isnan(scores)
@@ -67,7 +69,7 @@ def completion_successes(scores: torch.Tensor, informative: torch.Tensor) -> tup
     filled_low = torch.where(scored, scores, torch.full_like(scores, torch.inf))
     middle = (filled_high.amax(dim=1) + filled_low.amin(dim=1)) / 2
     above_middle = (scores > middle[:, None]) & scored
-    common_positive = (torch.nanmean(scores, dim=1) > 0)[:, None] & scored
+    common_positive = all_correct_groups(scores)[:, None] & scored
     return torch.where(informative[:, None], above_middle, common_positive), scored
 
 

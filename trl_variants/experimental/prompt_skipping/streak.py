@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ...dynamic_sampling.selection import all_correct_groups
+
 # Outcome codes of a generated group, as stored in `PromptHistory.kind`.
 INFORMATIVE, ALL_CORRECT, ALL_WRONG, UNSCORED = 0, 1, 2, -1
 # Streaks saturate here instead of wrapping round; by then `p ** k` is far below any useful floor.
@@ -27,14 +29,13 @@ MAX_CANDIDATES_PER_PROMPT = 16
 def group_outcomes(scores: torch.Tensor, informative: torch.Tensor) -> np.ndarray:
     """The outcome code of each group: `INFORMATIVE`, `ALL_CORRECT`, `ALL_WRONG` or `UNSCORED`.
 
-    A degenerate group is all correct when its common score is > 0 and all wrong when it is <= 0: +1/-1 rewards
-    (DAPO) and 1/0 rewards both split right. It is the rule of `selection.degenerate_outcomes`, so the history and
-    the `all_correct_frac`/`all_wrong_frac` metrics agree. A group with no scored completion is `UNSCORED`.
+    A degenerate group is all correct or all wrong by `selection.all_correct_groups`, the rule of the
+    `all_correct_frac`/`all_wrong_frac` metrics. A group with no scored completion is `UNSCORED`.
     """
-    group_score = torch.nanmean(scores.to(torch.float64), dim=1)
-    outcomes = torch.where(group_score > 0, ALL_CORRECT, ALL_WRONG)
+    scores = scores.to(torch.float64)
+    outcomes = torch.where(all_correct_groups(scores), ALL_CORRECT, ALL_WRONG)
     outcomes = torch.where(informative, INFORMATIVE, outcomes)
-    outcomes = torch.where(torch.isnan(group_score) & ~informative, UNSCORED, outcomes)
+    outcomes = torch.where(torch.isnan(scores).all(dim=1) & ~informative, UNSCORED, outcomes)
     return outcomes.numpy().astype(np.int8)
 
 
