@@ -6,7 +6,9 @@ Three arms train from the same policy with the same seed and data:
   `epsilon_high=0.28`, `scale_rewards="group"`, `beta=0`, no truncation masking);
 - `dapo`: `DAPOTrainer` with `dynamic_sampling=False` (the same maths, so the trajectories should match);
 - `dapo_dynamic_sampling`: `DAPOTrainer` with dynamic sampling as published (skipping and carrying off),
-  instrumented with phase timers.
+  instrumented with phase timers;
+- `dapo_drop`: `DAPOTrainer` with `dynamic_sampling="drop"`: the same generation as `grpo` (one batch per step),
+  flat groups masked out of the loss, so its step should cost what `grpo`'s does (its ratio's target is the same).
 
 The arms run as alternating short runs in one process (order reversed every repeat), so machine drift hits all of
 them alike; the first step of every run is left out as warm-up. Peak memory is measured in separate alternating
@@ -48,6 +50,7 @@ ARMS = {
     "grpo": 'TRL GRPOTrainer (loss_type="dapo", epsilon_high=0.28)',
     "dapo": "DAPOTrainer, dynamic_sampling=False",
     "dapo_dynamic_sampling": "DAPOTrainer, dynamic_sampling=True",
+    "dapo_drop": 'DAPOTrainer, dynamic_sampling="drop"',
 }
 PHASE_ONE = "sample_batch"
 TARGET_RATIO = 1.02
@@ -69,6 +72,8 @@ def arm_trainer_and_config(arm: str, output_dir: str, shared: dict):
         return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling=False, **shared)
     if arm == "dapo_dynamic_sampling":
         return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling=True, **DAPO_AS_PUBLISHED, **shared)
+    if arm == "dapo_drop":
+        return DAPOTrainer, DAPOConfig(output_dir, dynamic_sampling="drop", **shared)
     raise ValueError(f"arm={arm!r} is not allowed; expected one of {sorted(ARMS)}.")
 
 
@@ -112,6 +117,8 @@ def run_arm(arm: str, policy, settings: TaskSettings, cli, scratch: str, measure
         "reward": [entry["reward"] for entry in history if "reward" in entry],
         "rounds": [entry[key] for entry in history for key in ["dynamic_sampling/rounds"] if key in entry],
         "pass_rate": [entry[key] for entry in history for key in ["dynamic_sampling/pass_rate"] if key in entry],
+        "kept_rows_frac": [entry[key] for entry in history for key in ["dynamic_sampling/kept_rows_frac"]
+                           if key in entry],
     }
 
 
@@ -124,10 +131,10 @@ def summarize(timing_runs: list[dict], memory_runs: list[dict], arms: list[str])
     def runs_of(arm, runs):
         return [run for run in runs if run["arm"] == arm]
 
-    def paired_ratios(key):
-        # Per run, the median step (robust to another process's load spike); then DAPO over GRPO per repeat.
-        per_run = {arm: [statistics.median(run[key]) for run in runs_of(arm, timing_runs)] for arm in ("dapo", "grpo")}
-        return [dapo / grpo for dapo, grpo in zip(per_run["dapo"], per_run["grpo"], strict=True)]
+    def paired_ratios(key, arm="dapo"):
+        # Per run, the median step (robust to another process's load spike); then the arm over GRPO per repeat.
+        per_run = {name: [statistics.median(run[key]) for run in runs_of(name, timing_runs)] for name in (arm, "grpo")}
+        return [value / grpo for value, grpo in zip(per_run[arm], per_run["grpo"], strict=True)]
 
     wall_ratios, cpu_ratios = paired_ratios("step_seconds"), paired_ratios("step_cpu_seconds")
     summary = {
@@ -144,6 +151,13 @@ def summarize(timing_runs: list[dict], memory_runs: list[dict], arms: list[str])
         "cpu_time_ratio_per_repeat": cpu_ratios,
         "peak_memory_mib": {arm: [run["peak_memory_mib"] for run in runs_of(arm, memory_runs)] for arm in arms},
     }
+    if "dapo_drop" in arms:
+        for name, key in (("drop_time_ratio", "step_seconds"), ("drop_cpu_time_ratio", "step_cpu_seconds")):
+            summary[f"{name}_per_repeat"] = paired_ratios(key, "dapo_drop")
+            summary[name] = statistics.median(summary[f"{name}_per_repeat"])
+        summary["drop_kept_rows_frac"] = statistics.fmean(
+            value for run in runs_of("dapo_drop", timing_runs) for value in run["kept_rows_frac"]
+        )
     peaks = summary["peak_memory_mib"]
     if all(value is not None for arm in ("dapo", "grpo") for value in peaks[arm]) and peaks["grpo"]:
         summary["memory_ratio"] = statistics.median(peaks["dapo"]) / statistics.median(peaks["grpo"])
@@ -207,11 +221,11 @@ def report_markdown(report: dict) -> str:
         ],
     )
 
-    def ratio_line(name, key):
+    def ratio_line(name, key, arm="dynamic_sampling=False"):
         values = sorted(summary[f"{key}_per_repeat"])
         quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
         return (
-            f"**{name} ratio DAPOTrainer (dynamic_sampling=False) / GRPOTrainer: {summary[key]:.3f}** (median over "
+            f"**{name} ratio DAPOTrainer ({arm}) / GRPOTrainer: {summary[key]:.3f}** (median over "
             f"{len(values)} repeats; interquartile range {quartiles[0]:.3f}..{quartiles[2]:.3f}; target <= {TARGET_RATIO})."
         )
 
@@ -230,6 +244,10 @@ def report_markdown(report: dict) -> str:
         "",
         ratio_line("CPU-time", "cpu_time_ratio"),
         "",
+        *([ratio_line("Wall-time", "drop_time_ratio", 'dynamic_sampling="drop"'), "",
+           ratio_line("CPU-time", "drop_cpu_time_ratio", 'dynamic_sampling="drop"'), "",
+           f"With \"drop\" the share of rows kept in the loss averaged {summary['drop_kept_rows_frac']:.2f}; the "
+           "generation is `GRPOTrainer`'s.", ""] if "drop_time_ratio" in summary else []),
         f"Peak-memory ratio: {summary['memory_ratio']:.3f}." if "memory_ratio" in summary else "Peak memory: n/a.",
         "",
         f"Same trajectories: largest per-step difference in loss {summary['max_loss_difference']:.2e}, "
