@@ -59,8 +59,12 @@ def test_overhead_smoke_from_a_local_model_dir(tmp_path):
     assert sampling["rounds_per_step"] >= 1
     assert 0 < sampling["fraction_phase1_generate"] < 1
     assert 0 <= sampling["fraction_bookkeeping_and_replay"] < 1
+    # "drop" generates as GRPOTrainer does and masks the flat groups: its ratio is read against the same target.
+    assert summary["drop_time_ratio"] > 0 and len(summary["drop_time_ratio_per_repeat"]) == report["repeats"]
+    assert 0 <= summary["drop_kept_rows_frac"] <= 1
     markdown = (output_dir / "overhead.md").read_text()
     assert "Wall-time ratio" in markdown and "CPU-time ratio" in markdown
+    assert 'Wall-time ratio DAPOTrainer (dynamic_sampling="drop") / GRPOTrainer' in markdown
     assert_png(output_dir / "overhead_step_times.png")
 
 
