@@ -1,5 +1,5 @@
 """The drop-in promise, setting by setting: what trains under `GRPOTrainer` trains under `DAPOTrainer` with
-dynamic sampling on.
+dynamic sampling on, regenerating (the default) and dropping flat groups (`dynamic_sampling="drop"`).
 
 Each setting is one row of `SETTINGS`: the same config fields and trainer arguments are given to
 `GRPOTrainer`/`GRPOConfig` and to `DAPOTrainer`/`DAPOConfig`, and both must train a step that moves the weights
@@ -96,7 +96,8 @@ SETTINGS = {
     "streaming dataset": Setting(config={"dataloader_num_workers": 2}, stream=True),
 }
 
-TRAINERS = {"GRPOTrainer": (GRPOTrainer, GRPOConfig, {}), "DAPOTrainer": (DAPOTrainer, DAPOConfig, {})}
+TRAINERS = {"GRPOTrainer": (GRPOTrainer, GRPOConfig, {}), "DAPOTrainer": (DAPOTrainer, DAPOConfig, {}),
+            'DAPOTrainer, dynamic_sampling="drop"': (DAPOTrainer, DAPOConfig, {"dynamic_sampling": "drop"})}
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +109,13 @@ def shared(_warm_toy_task):
 @pytest.mark.parametrize("setting_name", SETTINGS)
 def test_setting_trains_under_both_trainers(setting_name, trainer_name, shared, tmp_path):
     setting = SETTINGS[setting_name]
-    trainer_class, config_class, _ = TRAINERS[trainer_name]
+    trainer_class, config_class, trainer_settings = TRAINERS[trainer_name]
     task = dataclasses.replace(shared, model=copy.deepcopy(shared.model))
     # Unshuffled, the first batch holds a live prompt, so that GRPOTrainer's batch has signal too.
     config = toy_config(
         config_class, tmp_path / "run",
-        **{"per_device_train_batch_size": 8, "max_steps": 1, "shuffle_dataset": False, **setting.config},
+        **{"per_device_train_batch_size": 8, "max_steps": 1, "shuffle_dataset": False, **trainer_settings,
+           **setting.config},
     )  # fmt: skip
     if config_class is DAPOConfig:
         assert config.dynamic_sampling
@@ -143,6 +145,9 @@ def test_setting_trains_under_both_trainers(setting_name, trainer_name, shared, 
         assert any("eval_loss" in entry for entry in trainer.state.log_history)
     if setting.stream:
         assert trainer.args.dataloader_num_workers == 0
-    if trainer_class is DAPOTrainer:
+    if config_class is DAPOConfig and config.dynamic_sampling == "drop":
+        (entry,) = [entry for entry in trainer.state.log_history if "dynamic_sampling/kept_rows_frac" in entry]
+        assert 0 < entry["dynamic_sampling/kept_rows_frac"] < 1  # the half-degenerate reward: some groups flat
+    elif trainer_class is DAPOTrainer:
         (entry,) = [entry for entry in trainer.state.log_history if "dynamic_sampling/kept_groups" in entry]
         assert entry["dynamic_sampling/filled"] == 0.0
