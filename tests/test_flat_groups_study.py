@@ -86,3 +86,16 @@ def test_the_committed_defaults_runs_drop_few_informative_groups(capsys):
     assert regeneration_waste.command_line(["--runs_dir", str(ALLOCATION_RUNS), "--seeds", "0", "9"]) == 0
     text = capsys.readouterr().out
     assert "| 9 | 24 | 8 | 8 | 5 | 3 |" in text and "2 seeds. Informative groups generated but never trained" in text
+
+
+def test_the_regeneration_figures_in_the_docs_are_what_the_reading_prints(capsys):
+    assert regeneration_waste.command_line(["--runs_dir", str(ALLOCATION_RUNS)]) == 0
+    printed = capsys.readouterr().out
+    expected = ["6 of 422 (1.4%); the tail: 41", "defaults 0.360, grpo 0.366", "1.82 as the harness reads it",
+                "1.63 counting the tail as trained"]  # fmt: skip
+    assert all(text in printed for text in expected), printed
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    for page in (docs / "results" / "flat_groups_study" / "README.md", docs / "evidence.md"):
+        text = " ".join(page.read_text().split())
+        for figure in ("0.360", "0.366", "1.63", "1.82", "41", "(1.4 %"):
+            assert figure in text, (page.name, figure)

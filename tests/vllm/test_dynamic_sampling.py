@@ -142,3 +142,35 @@ def test_sampling_metrics_describe_the_trained_batch_only(run):
         # TRL's completion metrics, too, describe the trained batch, not every generated round.
         lengths = inputs["completion_mask"].sum(1).float()
         assert entry["completions/mean_length"] == pytest.approx(float(lengths.mean()))
+
+
+@pytest.fixture(scope="module")
+def drop_run(shared_engine, vllm_policy, tmp_path_factory):
+    task, folder = vllm_policy
+    config = vllm_config(DAPOConfig, tmp_path_factory.mktemp("drop"), max_steps=2, dynamic_sampling="drop",
+                         vllm_importance_sampling_mode="token_truncate")  # fmt: skip
+    trainer = vllm_trainer(DAPOTrainer, config, task, folder, reward_funcs=[HalfDegenerateReward(G)])
+    recorder = VLLMRecorder(trainer)
+    trainer.train()
+    return trainer, recorder
+
+
+def test_drop_generates_one_vllm_call_per_step_and_masks_the_flat_groups(drop_run):
+    """`dynamic_sampling="drop"` under vLLM: `GRPOTrainer`'s one call of one generation batch per step, and only the
+    rows of informative groups in the loss, with vLLM's importance-sampling correction as TRL computes it."""
+    trainer, recorder = drop_run
+    tokenizer = trainer.processing_class
+    for step in range(2):
+        (call,) = recorder.train_calls(step)
+        assert len(call.prompt_ids) == BATCH_GROUPS * G
+    live_rows = 0
+    for inputs in recorder.loss_inputs:
+        assert "importance_sampling_ratio" in inputs
+        for i in range(inputs["prompt_ids"].shape[0]):
+            prompt = tokenizer.decode(inputs["prompt_ids"][i][inputs["prompt_mask"][i].bool()], skip_special_tokens=True)
+            kept = bool(inputs["completion_mask"][i].sum() > 0)
+            assert kept == is_live_prompt(prompt), prompt
+            live_rows += kept
+    logged = [entry["dynamic_sampling/kept_rows_frac"] for entry in trainer.state.log_history
+              if "dynamic_sampling/kept_rows_frac" in entry]  # fmt: skip
+    assert len(logged) == 2 and live_rows == round(sum(logged) * BATCH_GROUPS * G)
