@@ -453,7 +453,7 @@ class DynamicSampler:
         rewards = torch.tensor([row.rewards for row in generated])
         metrics = self.record_outcomes(scores, informative, rewards)
         if self.skipper is not None:
-            self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
+            self.skipper.record(scores, informative, trainer.state.global_step, metrics)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         # Carried groups are informative groups of the trained batch too.
