@@ -86,10 +86,6 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
             )
         self.setup_reliability_checks()
         self.setup_dynamic_sampling()
-        self._log_if_clip_higher_idle()
-
-    def _log_if_clip_higher_idle(self) -> None:
-        args = self.args
         reason = clip_higher_idle_reason(
             args.epsilon, args.epsilon_high, args.loss_type, args.gradient_accumulation_steps,
             args.steps_per_generation, args.num_iterations, self.dynamic_sampler.options.carry_surplus,
