@@ -13,8 +13,7 @@ and one `gather_object` gives every process every row of the round. Every proces
 carried groups first. The gather costs about 6 times the bytes of moving only the rows that must change process, a
 few percent of a gradient all-reduce at scale (docs/results/collective_traffic).
 
-With `dynamic_sampling="drop"` there are no rounds: `drop_flat_groups` takes the batch TRL generated and scored as
-`GRPOTrainer` does, and masks the flat groups' rows out of the loss and its normaliser.
+With `dynamic_sampling="drop"` there are no rounds (`drop_flat_groups`).
 
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a dataset
 index (a prompt key for a stream), drawn alike on every process (prompt_sources.py). docs/architecture.md follows
