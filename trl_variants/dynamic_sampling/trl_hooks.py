@@ -27,7 +27,7 @@ Everything recorded is plain data (lists, dicts, strings, numbers, images), so a
 import copy
 import inspect
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 from accelerate.utils import gather
@@ -310,19 +310,6 @@ def replaying_tools_and_environments(trainer, local):
     when `self.tools` is set, and `_generate_and_score_completions` draws and resets environments only when
     `self.environment_factories` is set, from `self.environments`.
     Entries: `GRPOTrainer._tool_call_loop`, `GRPOTrainer.__init__`."""
-    with (
-        _replayed_tool_loop(trainer, local),
-        instance_override(trainer, "environment_factories", None),
-        instance_override(trainer, "environments", None),
-    ):
-        yield
-
-
-@contextmanager
-def _replayed_tool_loop(trainer, local):
-    if not trainer.tools:
-        yield
-        return
     rollouts = [row.tool_rollout for row in local]
 
     def replayed_loop(prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
@@ -337,7 +324,12 @@ def _replayed_tool_loop(trainer, local):
             [list(rollout["images"]) for rollout in rollouts],
         )
 
-    with instance_override(trainer, "_tool_call_loop", replayed_loop):
+    tool_loop = instance_override(trainer, "_tool_call_loop", replayed_loop) if trainer.tools else nullcontext()
+    with (
+        tool_loop,
+        instance_override(trainer, "environment_factories", None),
+        instance_override(trainer, "environments", None),
+    ):
         yield
 
 
