@@ -44,7 +44,7 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
     - `_generate_single_turn` (`DynamicSamplingMixin`): transformers generation in calls of at most
       `max_rows_per_generate_call` rows, a call that runs out of memory halved and retried.
     - `_prepare_inputs` (`DynamicSamplingMixin`): pairs each generation batch with the dataset indices its sampler
-      drew, when rows are named by index (prompt skipping, or groups straddling processes).
+      drew, when rows are named by index (prompt skipping).
     - `_get_dataloader` (`DynamicSamplingMixin`): then the train sampler records the indices it yields.
     - `get_resumed_dataloader` (`DynamicSamplingMixin`): drops the recorded indices of the batches a resume skips.
     - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, drawing on resume what an uninterrupted run
@@ -86,10 +86,6 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
             )
         self.setup_reliability_checks()
         self.setup_dynamic_sampling()
-        self._log_if_clip_higher_idle()
-
-    def _log_if_clip_higher_idle(self) -> None:
-        args = self.args
         reason = clip_higher_idle_reason(
             args.epsilon, args.epsilon_high, args.loss_type, args.gradient_accumulation_steps,
             args.steps_per_generation, args.num_iterations, self.dynamic_sampler.options.carry_surplus,

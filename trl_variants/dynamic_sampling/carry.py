@@ -14,16 +14,9 @@ importance-sampling correction), its first log-prob call scores the fresh rows o
 (`place_generating_logps`), so TRL's own code derives every ratio from them; where TRL computes none (ratio 1), the
 loss's own forward fills the fresh rows' and the carried rows get the recorded ones (trl_hooks.carried_rows_in_loss).
 
-Staleness (docs/dynamic_sampling.md, "Carrying surplus groups"): carrying is supported where one of
-`gradient_accumulation_steps` and `steps_per_generation * num_iterations` divides the other
-(`selection.carry_layout_problem`); a carried group is then trained at most one generation batch (plus its own
-updates) after it was generated.
-
-Every process holds every carried row. A checkpoint saves them with everything needed to train them (ids, rewards,
-sampling and generating log-probs; checkpoint.py), so a resumed run trains exactly the groups the uninterrupted run
-would have.
+Which layouts support carrying, and how stale a carried group then is: `selection.carry_layout_problem`; carried
+groups in checkpoints: checkpoint.py.
 """
-
 
 import torch
 from accelerate.utils import gather_object

@@ -13,8 +13,7 @@ and one `gather_object` gives every process every row of the round. Every proces
 carried groups first. The gather costs about 6 times the bytes of moving only the rows that must change process, a
 few percent of a gradient all-reduce at scale (docs/results/collective_traffic).
 
-With `dynamic_sampling="drop"` there are no rounds: `drop_flat_groups` takes the batch TRL generated and scored as
-`GRPOTrainer` does, and masks the flat groups' rows out of the loss and its normaliser.
+With `dynamic_sampling="drop"` there are no rounds (`drop_flat_groups`).
 
 Rows to generate are named by their source: `None` for a row of this process's own dataloader batch, or a dataset
 index (a prompt key for a stream), drawn alike on every process (prompt_sources.py). docs/architecture.md follows
@@ -129,8 +128,7 @@ class DynamicSampler:
     def __init__(self, trainer):
         self.trainer = trainer
         args = trainer.args
-        self.mode = args.dynamic_sampling  # "regenerate", "drop" or False
-        self.enabled = bool(self.mode)
+        self.enabled = bool(args.dynamic_sampling)  # "regenerate", "drop" or False
         self.scored_rewards = None  # "drop": the rewards TRL's scoring pass just computed
         self.calls = GenerateCalls(trainer)
         self.pass_rate = PassRateTracker()
@@ -152,7 +150,7 @@ class DynamicSampler:
             args.dynamic_sampling_metric, trainer.reward_func_names, trainer.reward_funcs
         )
         dataset = trainer.train_dataset
-        if dataset is None or self.mode == "drop":
+        if dataset is None or args.dynamic_sampling == "drop":
             return
         if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
             self.refill = RefillSampler(dataset_size=len(dataset), seed=args.seed + 1)
@@ -192,13 +190,10 @@ class DynamicSampler:
         own_by_index = self.own_rows_by_index(inputs)
 
         def run_round(segments):
-            rows = self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
-            return rows, self.sampling_scores(torch.tensor([row.rewards for row in rows]))
+            return self.generate_round(segments, inputs, own_by_index, trl_generate_and_score)
 
         with trl_metrics_kept(trainer):  # TRL's metrics describe the trained batch, which phase 2 logs
-            groups, generated, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
-        rewards = torch.tensor([row.rewards for group in groups for row in group])
-        scores = self.sampling_scores(rewards).view(-1, group_size)
+            groups, generated, scores, rounds = self.rounds_until_enough(first_segment, len(carried), run_round)
         informative = informative_group_mask(scores, args.dynamic_sampling_tolerance)
         found, seen = int(informative.sum()), len(groups)
 
@@ -271,10 +266,11 @@ class DynamicSampler:
         metrics["dynamic_sampling/kept_rows_frac"].append(kept_rows.float().mean().item())
         return output
 
-    def rounds_until_enough(self, first_segment: list, carried_groups: int, run_round) -> tuple[list, list, int]:
+    def rounds_until_enough(self, first_segment: list, carried_groups: int, run_round) -> tuple:
         """Generation rounds until the step has enough informative groups or `dynamic_sampling_max_rounds` ran:
         the dataloader's batch with a first refill sized from earlier steps' pass rate, then refills sized from this
-        step's. Returns every process's groups and rows, in generation order, and the number of rounds."""
+        step's. Returns every process's groups, rows and sampling scores `(groups, G)`, in generation order, and the
+        number of rounds."""
         trainer = self.trainer
         args, group_size, num_processes = trainer.args, trainer.num_generations, trainer.accelerator.num_processes
         batch_groups = len(first_segment) // group_size
@@ -284,20 +280,21 @@ class DynamicSampler:
         # `GRPOTrainer`; the gather puts every group back together.
         extra_groups = first_round_extra_groups(batch_groups, carried_groups, self.pass_rate.estimate, num_processes)
         segments = [first_segment, self.refill_sources(extra_groups)]
-        groups, generated, scores = [], [], []
+        groups, generated, scores = [], [], torch.empty(0, group_size)
         for rounds in range(1, args.dynamic_sampling_max_rounds + 1):
-            rows, round_scores = run_round(segments)
+            rows = run_round(segments)
             generated += rows
             groups += [rows[start : start + group_size] for start in range(0, len(rows), group_size)]
-            scores.append(round_scores.view(-1, group_size))
-            found = int(informative_group_mask(torch.cat(scores), args.dynamic_sampling_tolerance).sum())
+            round_scores = self.sampling_scores(torch.tensor([row.rewards for row in rows]))
+            scores = torch.cat([scores, round_scores.view(-1, group_size)])
+            found = int(informative_group_mask(scores, args.dynamic_sampling_tolerance).sum())
             if found >= needed or rounds == args.dynamic_sampling_max_rounds:
                 break
             request = groups_to_request(needed - found, found / len(groups), batch_groups, num_processes)
             segments = [self.refill_sources(request)]
             if not segments[0]:  # a stream with no unread prompt left
                 break
-        return groups, generated, rounds
+        return groups, generated, scores, rounds
 
     def first_segment(self, inputs: list[dict]) -> list[int | None]:
         """Sources of the dataloader's batch over all processes. Usually every process generates its own rows; with
@@ -334,16 +331,14 @@ class DynamicSampler:
         local_keys = torch.tensor([self.indices.key(row) for row in inputs], device=accelerator.device)
         self.refill.begin_step(accelerator.gather(local_keys).tolist())
 
-    def draw_prompts(self, num_groups: int) -> list[int]:
-        if self.skipper is None:
-            return self.refill.draw(num_groups)
-        return self.skipper.draw(num_groups, self.trainer.state.global_step)
-
     def refill_sources(self, num_groups: int) -> list[int]:
         """Sources of `num_groups` refill groups."""
         if num_groups == 0:
             return []
-        keys = self.draw_prompts(num_groups)
+        if self.skipper is None:
+            keys = self.refill.draw(num_groups)
+        else:
+            keys = self.skipper.draw(num_groups, self.trainer.state.global_step)
         if self.streaming:
             # A stream may run dry: keep as many groups as give every process whole groups.
             num_processes = self.trainer.accelerator.num_processes
@@ -457,7 +452,7 @@ class DynamicSampler:
         rewards = torch.tensor([row.rewards for row in generated])
         metrics = self.record_outcomes(scores, informative, rewards)
         if self.skipper is not None:
-            self.skipper.record(self.skipper.summaries(scores, informative), trainer.state.global_step, metrics)
+            self.skipper.record(scores, informative, trainer.state.global_step, metrics)
         reward_sum, completions = total_reward_sum(rewards, trainer.reward_weights)
         metrics["dynamic_sampling/rounds"].append(float(rounds))
         # Carried groups are informative groups of the trained batch too.

@@ -4,22 +4,10 @@ A *group* is the `num_generations` completions of one prompt. It is *degenerate*
 (all right or all wrong): its group-relative advantages are zero and it carries no gradient. Dynamic sampling
 trains only on *informative* groups and generates more prompts until the batch is full of them.
 
-The decision (`decide_round`) runs on every process alike over the step's groups in generation order, every
-process holding every group's rewards: the first `needed` informative groups are trained, then with `fill` the
-earliest degenerate ones; the earliest surplus informative groups are carried, up to the capacity (0 without
-carrying; with it, the next batch's number of groups, since a carried group must be trained in the very next batch
-or not at all), and the rest dropped.
-
-Options (`resolve_sampling_options`): whether the run skips prompts and carries surplus groups. The defaults follow
-the real-model study (docs/dynamic_sampling.md, "Carrying surplus groups"); a default never refuses a run that the
-explicit `False` would train: where carrying cannot work it resolves to off and says why.
-
-Modes (`dynamic_sampling_mode`): "regenerate" (DAPO as published: generation rounds until the batch is full of
-informative groups) or "drop" (one generation batch per step, as `GRPOTrainer`, whose flat groups take no part in the
-update: `kept_rows_loss_scale`).
-
-The reward over all groups (`ALL_GROUPS_REWARD_METRIC`): the reward over every group generated for a step; TRL's
-`reward` measures the trained batch, which holds informative groups only.
+Here: the informative flags (`informative_group_mask`), the modes (`dynamic_sampling_mode`) and "drop"'s loss
+scale (`kept_rows_loss_scale`), the size of each round (`groups_to_request`, `first_round_extra_groups`), the
+options (`resolve_sampling_options`; the defaults follow the real-model study, docs/dynamic_sampling.md, "Carrying
+surplus groups"), the keep/carry/drop decision (`decide_round`) and the reward over all groups.
 """
 
 import math
@@ -139,10 +127,6 @@ def degenerate_outcomes(scores: torch.Tensor, informative: torch.Tensor) -> tupl
     return int((correct & scored).sum()), int((~correct & scored).sum())
 
 
-def round_up_to_multiple(count: int, granularity: int) -> int:
-    return -(-count // granularity) * granularity
-
-
 def groups_to_request(
     missing_groups: int, pass_rate: float | None, batch_groups: int, granularity: int
 ) -> int:
@@ -161,7 +145,7 @@ def groups_to_request(
         wanted = cap
     else:
         wanted = math.ceil(missing_groups / pass_rate * REFILL_MARGIN)
-    return min(cap, round_up_to_multiple(wanted, granularity))
+    return min(cap, -(-wanted // granularity) * granularity)
 
 
 @dataclass
@@ -242,7 +226,9 @@ def resolve_sampling_options(
     num_iterations: int,
     is_vision_language_model: bool,
 ) -> SamplingOptions:
-    """Resolves carrying's `None` default; raises `ValueError` for an explicit `True` that cannot work.
+    """Resolves carrying's `None` default; raises `ValueError` for an explicit `True` that cannot work. A default
+    never refuses a run that the explicit `False` would train: where carrying cannot work it resolves to off and says
+    why.
 
     Without regeneration (`dynamic_sampling` False or "drop") both options are off: there are no rounds to skip
     prompts in and no surplus to carry (an explicit `True` for either is refused by `DAPOConfig`).
@@ -291,7 +277,8 @@ def decide_round(informative: list[bool], needed: int, fill: bool, carry_capacit
 
     Trained: the first `needed` informative groups, then with `fill` the earliest degenerate ones when too few are
     informative. Carried: the earliest informative groups beyond those, up to `carry_capacity` (0: carrying off;
-    with carrying, the next batch's number of groups). Dropped: the informative groups left over.
+    with carrying, the next batch's number of groups, since a carried group is trained in the very next batch or not
+    at all). Dropped: the informative groups left over.
 
     Without `GRPOTrainer`: an asynchronous trainer that scores groups as they arrive calls this with the flags it
     holds so far; while `short`, it asks for `groups_to_request(needed - informative, pass_rate, ...)` more prompts;

@@ -1,12 +1,8 @@
 """`DynamicSamplingMixin`: the `GRPOTrainer` overrides through which dynamic sampling runs. Each is a few lines
 that call `super()` and delegate to the trainer's one `DynamicSampler` (sampler.py), which owns all the state.
 
-Phase 1 of a training step (`DynamicSampler.sample_batch`) generates rounds and decides which groups are trained;
-phase 2 replays the trained rows into TRL's unchanged `_generate_and_score_completions` (trl_hooks.py). With
-`dynamic_sampling="drop"` there is no phase 1: TRL generates and scores its one batch, and the sampler masks the flat
-groups out of the loss (`DynamicSampler.drop_flat_groups`).
-docs/architecture.md follows one step through the modules; docs/dynamic_sampling.md explains the mechanism and
-its guarantees.
+sampler.py's docstring names the two phases of a step and the "drop" mode; docs/architecture.md follows one step
+through the modules; docs/dynamic_sampling.md explains the mechanism and its guarantees.
 """
 
 from .sampler import DynamicSampler, DynamicSamplingExhaustedError

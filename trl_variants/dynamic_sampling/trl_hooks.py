@@ -10,15 +10,9 @@ can be checked at run time, the function checks it and fails naming the TRL vers
 What is not here: overrides of `GRPOTrainer` methods, which subclass methods calling `super()` make (listed in
 `DAPOTrainer`'s docstring, "Overrides"); and `vllm_cpu.keep_linear_weights_reloadable`, which patches vLLM, not TRL.
 
-Phase 1 (generation rounds, `sampler.py`): `generate_like_trl` (TRL's `_generate_and_score_completions` up to the
-end of `_generate`, the tool loop recorded), `rewards_like_trl` (`_calculate_rewards`, with `_pending_extra_logs`
-fresh for a round's rewards), `trl_metrics_kept` (TRL's metrics and token count as before the rounds),
-`engine_awake_across_rounds` (vLLM colocate's sleep and weight sync put off across a step's rounds).
-Phase 2 (TRL's scoring pass over the trained rows, `trainer.py`): `replaying_generation_and_rewards`,
-`replaying_tools_and_environments`, and `scoring_with_generating_logps` and `carried_rows_in_loss` (carried rows'
-generating log-probs, carry.py). Every step (`reliability/trainer.py`): `reward_funcs_replaced`. Reads and calls of
-private names: `is_vision_language`, `is_zero3`, `train_metrics`, `policy_logps`, `checkpoint_folder`. The one such
-use left elsewhere is recorded, with why, in `trl_surface.entries.PRIVATE_USES_OUTSIDE_HOOKS`.
+The sections follow when each runs: phase 1 (generation rounds, `sampler.py`), phase 2 (TRL's scoring pass over the
+trained rows, `trainer.py`), every step (`reliability/trainer.py`), and reads and calls of private names. The one
+such use left elsewhere is recorded, with why, in `trl_surface.entries.PRIVATE_USES_OUTSIDE_HOOKS`.
 
 Tools and environments (docs/dynamic_sampling.md, "Tools, environments and vision-language models"): phase 1 runs
 TRL's own prompt preparation (environment resets and observations, tool functions, images) and stops right after
@@ -33,7 +27,7 @@ Everything recorded is plain data (lists, dicts, strings, numbers, images), so a
 import copy
 import inspect
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 from accelerate.utils import gather
@@ -316,19 +310,6 @@ def replaying_tools_and_environments(trainer, local):
     when `self.tools` is set, and `_generate_and_score_completions` draws and resets environments only when
     `self.environment_factories` is set, from `self.environments`.
     Entries: `GRPOTrainer._tool_call_loop`, `GRPOTrainer.__init__`."""
-    with (
-        _replayed_tool_loop(trainer, local),
-        instance_override(trainer, "environment_factories", None),
-        instance_override(trainer, "environments", None),
-    ):
-        yield
-
-
-@contextmanager
-def _replayed_tool_loop(trainer, local):
-    if not trainer.tools:
-        yield
-        return
     rollouts = [row.tool_rollout for row in local]
 
     def replayed_loop(prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
@@ -343,7 +324,12 @@ def _replayed_tool_loop(trainer, local):
             [list(rollout["images"]) for rollout in rollouts],
         )
 
-    with instance_override(trainer, "_tool_call_loop", replayed_loop):
+    tool_loop = instance_override(trainer, "_tool_call_loop", replayed_loop) if trainer.tools else nullcontext()
+    with (
+        tool_loop,
+        instance_override(trainer, "environment_factories", None),
+        instance_override(trainer, "environments", None),
+    ):
         yield
 
 
@@ -354,25 +340,17 @@ def next_logps_call_through(trainer, replacement, active: bool = True):
 
     TRL layout: `_get_per_token_logps_and_entropies` is read as an instance attribute by its callers.
     Entry: `GRPOTrainer._get_per_token_logps_and_entropies`."""
-    saved = trainer.__dict__.get(LOGPS_METHOD)
+    if not active:
+        yield
+        return
     current = getattr(trainer, LOGPS_METHOD)
 
-    def restore():
-        if saved is None:
-            trainer.__dict__.pop(LOGPS_METHOD, None)
-        else:
-            trainer.__dict__[LOGPS_METHOD] = saved
-
     def first_call(*args, **kwargs):
-        restore()
+        setattr(trainer, LOGPS_METHOD, current)
         return replacement(current, *args, **kwargs)
 
-    if active:
-        trainer.__dict__[LOGPS_METHOD] = first_call
-    try:
+    with instance_override(trainer, LOGPS_METHOD, first_call):
         yield
-    finally:
-        restore()
 
 
 @contextmanager

@@ -44,9 +44,6 @@ class ReliabilityMixin:
         if problems:
             listed = "".join(f"\n- {problem}" for problem in problems)
             raise ValueError(f"The datasets cannot be trained on:{listed}")
-        self._warn_if_cycled()
-
-    def _warn_if_cycled(self) -> None:
         prompts_per_batch = self.args.generation_batch_size // self.num_generations
         if hasattr(self.train_dataset, "__len__") and len(self.train_dataset) < prompts_per_batch:
             logger.warning(
@@ -62,15 +59,12 @@ class ReliabilityMixin:
         # The guards live only for this call, so `self.reward_funcs` keeps the user's objects everywhere else.
         with reward_funcs_replaced(self, guard_reward_funcs(self.reward_funcs, self.reward_func_names, failures)):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._stop_all_processes_on_reward_failure(failures)
-        return rewards_per_func
-
-    def _stop_all_processes_on_reward_failure(self, failures: list[RewardFailure]) -> None:
         # Every process reaches this exchange once per reward computation, whether its rewards failed or not.
         flag = torch.tensor([1.0 if failures else 0.0], device=self.accelerator.device)
         failed_ranks = torch.nonzero(gather(flag)).flatten().tolist()
         if failed_ranks:
             raise failure_error(failures, failed_ranks, self.accelerator.process_index)
+        return rewards_per_func
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         if resume_from_checkpoint:

@@ -4,9 +4,9 @@ experimental and off by default: the real-model study could not show it non-infe
 degenerate", explains them.
 
 The dynamic sampler owns one and calls `replace` on the dataloader batch's gathered prompt keys, `draw` for refill
-prompts, `record` with the `summaries` of every process's groups of the step, and `state`/`save`/`load` with
-checkpoints. Every decision comes from gathered data and a generator seeded by the run's
-seed and a draw counter, so every process holds the same history and takes the same decisions.
+prompts, `record` with every process's groups of the step, and `state`/`save`/`load` with checkpoints. Every
+decision comes from gathered data and a generator seeded by the run's seed and a draw counter, so every process holds
+the same history and takes the same decisions.
 """
 
 import os
@@ -102,19 +102,12 @@ class PromptSkipper:
         self.step_skipped += len(picked.skipped)
         return picked
 
-    @staticmethod
-    def summaries(scores: torch.Tensor, informative: torch.Tensor) -> torch.Tensor:
-        """Per group of `scores` `(groups, G)`: its outcome code, completions right and completions scored, what the
-        history records (`group_outcomes`, `group_successes`)."""
-        right, scored = group_successes(scores, informative)
+    def record(self, scores: torch.Tensor, informative: torch.Tensor, step: int, metrics) -> None:
+        """Updates the history from every group generated this step (`scores`: `(groups, G)`, in generation order)
+        with each group's outcome code, completions right and completions scored (`group_outcomes`,
+        `group_successes`), adapts p and logs the skipping metrics into `metrics` (TRL's train metrics)."""
         outcomes = group_outcomes(scores, informative)
-        return torch.stack([torch.from_numpy(column).long() for column in (outcomes, right, scored)], dim=1)
-
-    def record(self, summaries: torch.Tensor, step: int, metrics) -> None:
-        """Updates the history from the summaries of every group generated this step (`summaries`, in generation
-        order), adapts p and logs the skipping metrics into `metrics` (TRL's train metrics)."""
-        outcomes = summaries[:, 0].numpy().astype(np.int8)
-        right, scored = (summaries[:, column].numpy().astype(np.float64) for column in (1, 2))
+        right, scored = group_successes(scores, informative)
         informative = outcomes == INFORMATIVE
         if len(self.step_keys) != len(informative):
             raise RuntimeError(
