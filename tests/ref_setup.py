@@ -25,6 +25,14 @@ def fresh_toy_task(warm_start_steps: int = 0):
     return dataclasses.replace(task, model=copy.deepcopy(task.model))
 
 
+def saved_policy(task, folder) -> str:
+    """The task's policy and tokenizer saved in `folder`: beta > 0 makes TRL load a reference model by path, so a
+    test of the KL term gives the policy as a saved checkpoint."""
+    task.model.save_pretrained(folder)
+    task.tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def loss_trainer(trainer_class, config_class, output_dir, task, model=None, **overrides):
     """A real trainer in train mode, ready for direct `_compute_loss` calls outside the training loop."""
     config = toy_config(config_class, output_dir, **overrides)

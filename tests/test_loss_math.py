@@ -24,6 +24,7 @@ from .ref_setup import (
     loss_and_logp_grad,
     loss_trainer,
     random_loss_batch,
+    saved_policy,
 )
 
 ROWS, WIDTH = 8, 6  # WIDTH is also max_completion_length, as in a batch where the longest completion hit it
@@ -117,11 +118,7 @@ def test_dr_grpo_normaliser_is_max_completion_length_not_batch_width(task, batch
 
 @pytest.fixture(scope="module")
 def saved_model_path(task, tmp_path_factory):
-    """beta > 0 makes TRL load a reference model by path, so the policy is given as a saved checkpoint."""
-    path = tmp_path_factory.mktemp("toy-model")
-    task.model.save_pretrained(path)
-    task.tokenizer.save_pretrained(path)
-    return str(path)
+    return saved_policy(task, tmp_path_factory.mktemp("toy-model"))
 
 
 KL_CASES = {

@@ -26,7 +26,7 @@ from trl_variants.dynamic_sampling.selection import (
 )
 
 from ..helpers import toy_config, toy_trainer
-from ..ref_setup import loss_and_grad_at, loss_trainer, random_loss_batch, record_scored_batches
+from ..ref_setup import loss_and_grad_at, loss_trainer, random_loss_batch, record_scored_batches, saved_policy
 from .scripts.rewards import ConstantReward, HalfDegenerateReward, ThreeWayAccuracyReward, is_live_prompt, prompt_class
 from .test_loss_types import objective_settings
 
@@ -105,11 +105,7 @@ def informative_rows(inputs: dict, kept: list[int]) -> dict:
 
 @pytest.fixture(scope="module")
 def saved_model_path(shared_task, tmp_path_factory):
-    """beta > 0 makes TRL load a reference model by path, so the policy is given as a saved checkpoint."""
-    path = tmp_path_factory.mktemp("toy-model")
-    shared_task.model.save_pretrained(path)
-    shared_task.tokenizer.save_pretrained(path)
-    return str(path)
+    return saved_policy(shared_task, tmp_path_factory.mktemp("toy-model"))
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.04], ids=["no-kl", "kl"])
