@@ -34,14 +34,14 @@ class DAPOTrainer(ReliabilityMixin, DynamicSamplingMixin, VariantModelCardMixin,
       overlong punishment when `overlong_buffer_length` is set (weight 1.0 when `reward_weights` is given, on a copy
       of the caller's config), checks the datasets, and logs one line when clip-higher cannot act (`clip_higher`).
     - `_generate_and_score_completions` (`DynamicSamplingMixin`): in train mode with `dynamic_sampling=True`,
-      generation rounds, the keep/drop decision shared by all processes, carrying and the row exchange, then TRL's
-      method on this process's trained rows.
+      generation rounds, the keep/drop decision shared by all processes and carrying, then TRL's method on this
+      process's trained rows.
     - `_compute_loss` (`DynamicSamplingMixin`): old log-probs for fresh rows beside carried ones, and the carried
       rows' policy ratio (`dynamic_sampling/carried_ratio_mean`, `_max`).
     - `_generate_single_turn` (`DynamicSamplingMixin`): transformers generation in calls of at most
       `max_rows_per_generate_call` rows, a call that runs out of memory halved and retried.
     - `_prepare_inputs` (`DynamicSamplingMixin`): pairs each generation batch with the dataset indices its sampler
-      drew, when rows are named by index (prompt skipping, or groups straddling processes).
+      drew, when rows are named by index (prompt skipping).
     - `_get_dataloader` (`DynamicSamplingMixin`): then the train sampler records the indices it yields.
     - `get_resumed_dataloader` (`DynamicSamplingMixin`): drops the recorded indices of the batches a resume skips.
     - `_get_train_sampler` (`ReliabilityMixin`): TRL's `RepeatSampler`, drawing on resume what an uninterrupted run
