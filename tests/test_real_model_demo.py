@@ -1,6 +1,7 @@
 """examples/real_model_demo.py shows its progress and keeps its work: a line per training step and per evaluation
-batch with the time elapsed and left, a line at least every 30 s while a step or a batch is under way, and an interrupt that keeps the finished steps, their log and the way to
-resume, from which the same command finishes with the results of a run never stopped.
+batch with the time elapsed and left, a line every 30 s while a step or a batch is under way, and an interrupt that
+keeps the finished steps, their log and the way to resume, from which the same command finishes with the results of
+a run never stopped.
 
 Its own code path runs on a tiny chat model built from a config in the real model's place (tests/tiny_chat_model.py);
 tests/real_model/test_commands.py runs it on the real one."""

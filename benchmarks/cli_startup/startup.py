@@ -66,8 +66,8 @@ def run_once(command: Command) -> tuple[float, float]:
     output = getattr(result, command.stream)
     if result.returncode != command.returncode or command.expected not in output:
         raise RuntimeError(
-            f"{command.name!r} exited with {result.returncode} (expected {command.returncode}) and its {command.stream} "
-            f"lacks {command.expected!r}:\n{result.stdout[-1500:]}\n{result.stderr[-1500:]}"
+            f"{command.name!r} exited with {result.returncode} (expected {command.returncode}) and its "
+            f"{command.stream} lacks {command.expected!r}:\n{result.stdout[-1500:]}\n{result.stderr[-1500:]}"
         )
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
@@ -82,7 +82,8 @@ def measure(repeats: int, log=print) -> dict[str, dict[str, list[float]]]:
             wall, cpu = run_once(command)
             times[command.name]["wall_s"].append(wall)
             times[command.name]["cpu_s"].append(cpu)
-            log(f"repeat {repeat + 1}/{repeats}: {command.name}: {wall:.2f} s wall, {cpu:.2f} s CPU (load {load_average()})")
+            log(f"repeat {repeat + 1}/{repeats}: {command.name}: {wall:.2f} s wall, {cpu:.2f} s CPU "
+                f"(load {load_average()})")
     return times
 
 
