@@ -9,11 +9,12 @@ pass rate on held-out prompts it never trains on is measured before and after.
     python examples/real_model_demo.py                # about 16 minutes on an idle 2-core AMD EPYC with AVX-512
     python examples/real_model_demo.py --steps 4 --held_out_prompts 8 --samples_per_prompt 2    # a quick look
 
-A line per training step and per evaluation batch shows the time elapsed and left. The output folder, which
-appears only once complete, holds the trained model and tokenizer, its model card (README.md), `training_log.jsonl`
-(one JSON object per step) and `summary.json` (the before/after numbers, written last). Until then the
-work is kept in `OUTPUT_DIR.partial/`: a checkpoint after every step, the log, the evaluation before training.
-Ctrl-C keeps the finished steps, and the same command continues from them, with the results of a run never stopped.
+A line per training step and per evaluation batch shows the time elapsed and left, and one every 30 s while a step
+or a batch is under way. The output folder, which appears only once complete, holds the trained model and tokenizer,
+its model card (README.md), `training_log.jsonl` (one JSON object per step) and `summary.json` (the before/after
+numbers, written last). Until then the work is kept in `OUTPUT_DIR.partial/`: a checkpoint after every step, the log,
+the evaluation before training. Ctrl-C keeps the finished steps, and the same command continues from them, with the
+results of a run never stopped.
 """
 
 import argparse
@@ -133,12 +134,59 @@ def progress_line(label: str, done: int, total: int, elapsed: float, done_at_sta
     return f"  {label} {done}/{total}{details}: {clock(elapsed)} elapsed{left}"
 
 
+# Never silent for longer than this: a step of the real model, or an evaluation batch of 64 samples, takes a minute
+# or more on a CPU.
+HEARTBEAT_SECONDS = 30.0
+
+
+class Heartbeat:
+    """From a daemon thread, `report(line(seconds))` every `every` seconds until `stop()` (or the `with` block's end),
+    `seconds` since it started: a line that says the work is still under way."""
+
+    def __init__(self, report, line, every: float = HEARTBEAT_SECONDS):
+        self.stopped, started = threading.Event(), time.perf_counter()
+
+        def beat():
+            while not self.stopped.wait(every):
+                report(line(time.perf_counter() - started))
+
+        threading.Thread(target=beat, daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+def evaluate(model, tokenizer, held_out, samples_per_prompt: int, config, seed: int, label: str, report,
+             every: float = HEARTBEAT_SECONDS) -> PassRate:
+    """The held-out pass rate (`sampled_pass_rate` at the training config's completion length and temperature), with
+    a line after every batch of samples and, while a batch is under way, one every `every` seconds."""
+    total, done, started = len(held_out.dataset) * samples_per_prompt, [0], time.perf_counter()
+
+    def line(details: str = "") -> str:
+        return progress_line(label, done[0], total, time.perf_counter() - started, details=f" samples{details}")
+
+    def batch_done(count: int, _total: int) -> None:
+        done[0] = count
+        report(line())
+
+    with Heartbeat(report, lambda _seconds: line(", a batch under way"), every):
+        return sampled_pass_rate(model, tokenizer, held_out, samples_per_prompt,
+                                 max_new_tokens=config.max_completion_length, temperature=config.temperature,
+                                 seed=seed, progress=batch_done)  # fmt: skip
+
+
 class Progress(TrainerCallback):
     """Logs every step to `log_path` (one JSON record, with the training seconds of every sitting so far) and prints
     its line once the step's checkpoint is written, so that a step the screen calls done survives an interrupt.
     Inside a step that lasts, a line every `every` seconds says it is still under way."""
 
-    def __init__(self, report, log_path: Path, earlier: list[dict], every: float = 30.0):
+    def __init__(self, report, log_path: Path, earlier: list[dict], every: float = HEARTBEAT_SECONDS):
         self.report, self.log_path, self.every = report, log_path, every
         self.earlier_seconds = earlier[-1]["elapsed_seconds"] if earlier else 0.0
         self.started, self.first_step, self.line, self.beating = time.perf_counter(), 0, None, None
@@ -147,17 +195,12 @@ class Progress(TrainerCallback):
         self.started, self.first_step = time.perf_counter(), state.global_step  # after a resume, the checkpoint's
 
     def on_step_begin(self, args, state, control, **kwargs):
-        beating, started, step = threading.Event(), time.perf_counter(), state.global_step + 1
-        self.beating = beating
-
-        def beat():
-            while not beating.wait(self.every):
-                self.report(f"  step {step}/{state.max_steps} in progress for {clock(time.perf_counter() - started)}")
-
-        threading.Thread(target=beat, daemon=True).start()
+        step = state.global_step + 1
+        self.beating = Heartbeat(self.report, lambda seconds: f"  step {step}/{state.max_steps} in progress for "
+                                 f"{clock(seconds)}", self.every)  # fmt: skip
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.beating.set()
+        self.beating.stop()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "train_runtime" in logs:
@@ -269,13 +312,8 @@ def run(variant="dapo", steps=20, seed=0, task=TASK, task_config=None, held_out_
             str(work), **TRAINING, **VARIANT_SETTINGS[variant], max_steps=steps, seed=seed, use_cpu=on_cpu,
             bf16=not on_cpu)  # fmt: skip
 
-        def evaluate(current_model, label: str) -> PassRate:
-            started = time.perf_counter()
-            return sampled_pass_rate(
-                current_model, tokenizer, held_out, samples_per_prompt, max_new_tokens=config.max_completion_length,
-                temperature=config.temperature, seed=seed,
-                progress=lambda done, total: report(
-                    progress_line(label, done, total, time.perf_counter() - started, details=" samples")))  # fmt: skip
+        def evaluate_now(current_model, label: str) -> PassRate:
+            return evaluate(current_model, tokenizer, held_out, samples_per_prompt, config, seed, label, report)
 
         samples = f"{len(held_out.dataset)} prompts x {samples_per_prompt}"
         with warnings.catch_warnings():
@@ -287,7 +325,7 @@ def run(variant="dapo", steps=20, seed=0, task=TASK, task_config=None, held_out_
                 report(f"Held-out pass rate before training: {before.pass_rate:.3f}, kept from an earlier sitting.")
             else:
                 report(f"Held-out pass rate before training ({samples})...")
-                before = evaluate(model, "before training:")
+                before = evaluate_now(model, "before training:")
                 (work / BEFORE_FILE).write_text(json.dumps(dataclasses.asdict(before)), encoding="utf-8")
                 report(f"  {before.pass_rate:.3f} in {clock(before.seconds)}.")
             checkpoint = last_complete_checkpoint(str(work))
@@ -309,7 +347,7 @@ def run(variant="dapo", steps=20, seed=0, task=TASK, task_config=None, held_out_
             records = kept_log(work / LOG_FILE, steps)
             train_seconds = records[-1]["elapsed_seconds"] if records else 0.0
             report(f"  trained in {clock(train_seconds)}. Held-out pass rate after training ({samples})...")
-            after = evaluate(trainer.model, "after training:")
+            after = evaluate_now(trainer.model, "after training:")
             trainer.save_model(str(work))
             tokenizer.save_pretrained(str(work))
             trainer.create_model_card(model_name=output_dir.name, dataset_name=f"reasoning-gym {task}")

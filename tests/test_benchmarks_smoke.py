@@ -122,3 +122,16 @@ def test_generation_memory_smoke_measures_real_calls_and_sizes_them(tmp_path):
         assert all(rows >= result["floor_rows"] and rows % 8 == 0 for rows in result["chosen_rows"])
         assert result["largest_fitting_rows"] > 0
     assert (tmp_path / "generation_memory_smoke.md").read_text().startswith("# Generation memory")
+
+
+@pytest.mark.slow
+def test_cli_startup_smoke_times_the_three_commands_interleaved(tmp_path):
+    run_module("cli_startup.startup", "--output_dir", str(tmp_path))
+    report = json.loads((tmp_path / "cli_startup.json").read_text())
+    assert report["repeats"] == 1 and report["machine"]["load average at end"]
+    assert set(report["times"]) == {"trl grpo --help", "trl-variants dapo --help",
+                                    "trl-variants dapo --learning_rte 1e-5"}  # fmt: skip
+    for name, summary in report["summary"].items():
+        assert summary["median_wall_s"] > 0 and summary["median_cpu_s"] > 0, name
+    assert report["summary"]["trl grpo --help"]["ratio_of_medians"] == 1.0
+    assert (tmp_path / "cli_startup.md").read_text().startswith("# Command-line start-up")

@@ -1,6 +1,7 @@
 """examples/real_model_demo.py shows its progress and keeps its work: a line per training step and per evaluation
-batch with the time elapsed and left, and an interrupt that keeps the finished steps, their log and the way to
-resume, from which the same command finishes with the results of a run never stopped.
+batch with the time elapsed and left, a line every 30 s while a step or a batch is under way, and an interrupt that
+keeps the finished steps, their log and the way to resume, from which the same command finishes with the results of
+a run never stopped.
 
 Its own code path runs on a tiny chat model built from a config in the real model's place (tests/tiny_chat_model.py);
 tests/real_model/test_commands.py runs it on the real one."""
@@ -23,7 +24,7 @@ from safetensors.torch import load_file
 from trl_variants import DAPOConfig, DAPOTrainer
 
 from .helpers import EXAMPLES, interruptible_popen, load_example
-from .tiny_chat_model import use_tiny_chat_model
+from .tiny_chat_model import tiny_chat_model, use_tiny_chat_model
 
 pytest.importorskip("reasoning_gym", reason='reasoning-gym is not installed: pip install ".[reasoning-gym]"')
 
@@ -181,6 +182,35 @@ def test_a_long_step_reports_that_it_is_under_way(toy_task, tmp_path):
     assert any(line.startswith("  step 1/2 in progress for ") for line in lines), lines
     assert [line.split(" (")[0] for line in lines if " elapsed" in line] == ["  step 1/2", "  step 2/2"]
     assert len((tmp_path / LOG_FILE).read_text().splitlines()) == 2
+
+
+def test_an_evaluation_batch_under_way_is_never_silent_longer_than_the_heartbeat():
+    """The real model's evaluation batches take minutes on a CPU: while one runs, a line comes every `every` seconds,
+    where the batch lines alone would leave the whole batch silent. Here one batch of the tiny model is slowed to
+    several heartbeats."""
+    model, tokenizer = tiny_chat_model()
+    generate, batch_seconds, every = model.generate, 1.5, 0.2
+
+    def slow_generate(**kwargs):
+        time.sleep(batch_seconds)
+        return generate(**kwargs)
+
+    model.generate = slow_generate
+    held_out = example.make_held_out(prompts=3)
+    config = SimpleNamespace(max_completion_length=4, temperature=1.0)
+    lines = []
+    started = time.perf_counter()
+    result = example.evaluate(model, tokenizer, held_out, 2, config, 0, "before training:",
+                              lambda line: lines.append((time.perf_counter(), line)), every=every)  # fmt: skip
+    finished = time.perf_counter()
+    time.sleep(3 * every)  # the heartbeat stopped with the evaluation
+    assert result.prompts == 3 and result.samples_per_prompt == 2
+    texts = [line for _, line in lines]
+    assert texts[-1].startswith("  before training: 6/6 samples: ") and texts[-1].endswith(", done"), texts
+    under_way = [line for line in texts if line.startswith("  before training: 0/6 samples, a batch under way: ")]
+    assert len(under_way) >= 3 and len(under_way) == len(texts) - 1, texts
+    stamps = [started, *(stamp for stamp, _ in lines), finished]
+    assert max(later - earlier for earlier, later in zip(stamps, stamps[1:])) < 3 * every, texts
 
 
 def test_the_partial_folder_is_ignored_by_git():

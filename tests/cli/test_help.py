@@ -37,6 +37,33 @@ def test_light_help_imports_neither_torch_nor_trl(argv):
     assert not {"torch", "trl", "transformers", "datasets"} & modules
 
 
+def imported_full_names(argv: list[str], returncode: int) -> tuple[str, set[str]]:
+    """The output and every module a real `python -m trl_variants.cli ARGV` process imports, from `-X importtime`."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "trl_variants.cli", *argv],
+                            capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert result.returncode == returncode, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    names = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
+    return result.stdout + "\n".join(line for line in lines if not line.startswith("import time:")), names
+
+
+@pytest.mark.slow  # two processes that import torch, transformers and TRL
+@pytest.mark.parametrize(("argv", "returncode", "expected"), [
+    (["dapo", "--help"], 0, "usage: trl-variants dapo"),
+    (["dr-grpo", "--learning_rte", "1e-5"], 2, "trl-variants: error: unknown argument --learning_rte"),
+])  # fmt: skip
+def test_a_training_commands_help_and_mistakes_import_no_trainer(argv, returncode, expected):
+    """They need TRL's parser and the config classes, as `trl grpo --help` does; the trainers (and the datasets,
+    pandas and reward libraries `GRPOTrainer` brings, about a second of CPU time) load only for a run."""
+    output, names = imported_full_names(argv, returncode)
+    assert expected in output
+    assert {"trl_variants.dapo.config", "trl_variants.dr_grpo.config", "trl.trainer.base_config"} <= names
+    loaded = names & {"trl_variants.dapo.trainer", "trl_variants.dr_grpo.trainer", "trl.trainer.grpo_trainer",
+                      "trl_variants.cli.train", "datasets", "pandas", "math_verify"}  # fmt: skip
+    assert not loaded, loaded
+
+
 def test_variant_help_lists_the_command_the_config_and_trl_dataclasses_fields(capsys):
     text = command_help(capsys, "dapo")
     for flag in ("--reward_funcs", "--dataset_name", "--reasoning_gym_task",  # the command's own

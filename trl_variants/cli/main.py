@@ -36,9 +36,6 @@ def main(argv: list[str] | None = None) -> int:
             guess = f" (did you mean {' or '.join(close)}?)" if close else ""
             commands = ", ".join(("demo", *VARIANT_COMMANDS))
             raise CliUsageError(f"unknown command {command!r}{guess}; choose one of {commands}.")
-        # Imported here: TRL and torch take seconds to load, which `trl-variants --help` should not wait for.
-        from .train import training_command
-
         return training_command(command, options)
     except (CliUsageError, CliRunError) as error:
         print(f"trl-variants: error: {one_line(error)}", file=sys.stderr)
@@ -51,6 +48,25 @@ def main(argv: list[str] | None = None) -> int:
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise CliUsageError(f"{self.prog}: {message}")
+
+
+def training_command(command: str, options: list[str]) -> int:
+    """Parses a training command, then relaunches it under accelerate or trains. Imports follow the path taken:
+    TRL's parser and the config classes (torch and transformers) to parse, so that `trl-variants --help` waits for
+    none of them; the datasets, rewards and Hub code of a run only once the command line is known to be right, so
+    that `--help` and a mistyped flag answer as soon as TRL's own parser would."""
+    from .args import VARIANTS, parse_command
+    from .launch import accelerate_launch_options, inside_launched_process, relaunch
+
+    variant = VARIANTS[command]
+    parsed = parse_command(variant, options, accelerate_launch_options())
+    check_output_dir(parsed.training_args.output_dir)
+    if parsed.launch_args and not inside_launched_process():
+        return relaunch(command, parsed.launch_args, parsed.training_script_args)
+    from .train import run_training
+
+    run_training(variant, parsed)
+    return 0
 
 
 def demo_command(argv: list[str]) -> int:

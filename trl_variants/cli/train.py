@@ -1,6 +1,7 @@
-"""The training run behind `trl-variants dapo|dr-grpo|grpo`: parse, relaunch under accelerate when asked, check the
-model and dataset sources, load the data, build the trainer, train, save and optionally push. Every check on the
-input happens before the model is loaded, so a wrong path or column fails in seconds, not after a download."""
+"""The training run behind `trl-variants dapo|dr-grpo|grpo`, once `main.training_command` has parsed it (and
+relaunched it under accelerate when asked): check the model and dataset sources, load the data, build the trainer,
+train, save and optionally push. Every check on the input happens before the model is loaded, so a wrong path or
+column fails in seconds, not after a download."""
 
 import dataclasses
 import os
@@ -16,25 +17,14 @@ from ..reliability.data_checks import first_row, prompt_type_problems
 from ..rewards.reasoning_gym_source import ReasoningGymError, reasoning_gym_source
 from ..rewards.registry import RewardLookupError, check_dataset_feeds, resolve_reward
 from ..vllm_cpu import keep_linear_weights_reloadable
-from .args import VARIANTS, ParsedCommand, Variant, parse_command
-from .common import CliRunError, CliUsageError, check_output_dir, one_line
-from .launch import accelerate_launch_options, inside_launched_process, relaunch
+from .args import ParsedCommand, Variant
+from .common import CliRunError, CliUsageError, one_line
 
 # With `gradient_checkpointing` on (GRPOConfig's default), TRL and the Trainer call transformers' deprecated
 # gradient-checkpointing methods at every step; the warnings name nothing the user set, so these alone are silenced.
 DEPRECATED_CHECKPOINTING = r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json", ".pt", ".gguf")
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt"}
-
-
-def training_command(command: str, options: list[str]) -> int:
-    variant = VARIANTS[command]
-    parsed = parse_command(variant, options, accelerate_launch_options())
-    check_output_dir(parsed.training_args.output_dir)
-    if parsed.launch_args and not inside_launched_process():
-        return relaunch(command, parsed.launch_args, parsed.training_script_args)
-    run_training(variant, parsed)
-    return 0
 
 
 def run_training(variant: Variant, command: ParsedCommand) -> None:

@@ -1,6 +1,9 @@
 """Dr.GRPO (https://huggingface.co/papers/2503.20783): `DrGRPOConfig` and `DrGRPOTrainer`."""
 
-from .config import DrGRPOConfig
-from .trainer import DrGRPOTrainer
+from .._lazy import lazy_attributes
 
-__all__ = ["DrGRPOConfig", "DrGRPOTrainer"]
+# Imported on first use, as in `trl_variants.dapo`: the config loads without the trainer.
+_LAZY_EXPORTS = {"DrGRPOConfig": ".config", "DrGRPOTrainer": ".trainer"}
+__all__ = sorted(_LAZY_EXPORTS)
+
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY_EXPORTS)
