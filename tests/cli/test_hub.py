@@ -73,7 +73,7 @@ def test_push_uploads_the_model_with_a_dapo_model_card(hub, tmp_path, monkeypatc
         "| `loss_type` | `dapo` |",
         "| `overlong filtering (mask_truncated_completions)` | `False` |",
         "| `soft overlong punishment (buffer, factor)` | `(2, 1.0)` |",
-        "| `dynamic_sampling` | `True` |",
+        "| `dynamic_sampling` | `regenerate` |",
     ):
         assert setting in card, setting
     assert "trl_variants.toy" in card  # the dataset name passed to push_to_hub
