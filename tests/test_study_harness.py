@@ -2,8 +2,8 @@
 recorder driven as the trainer drives it, the problem split, the paired analysis and its power, and the report."""
 
 import json
-import re
 import math
+import re
 import types
 
 import pytest
@@ -560,3 +560,20 @@ def test_a_report_pairs_runs_of_one_machine_and_names_the_others():
     assert kept == {"grpo": {0: record("A"), 1: record("A")}, "drop": {0: record("A")}}
     assert left_out == ["drop-seed1 (B)", "grpo-seed2 (B)"]
     assert one_machine({"grpo": {0: record("A")}}) == ({"grpo": {0: record("A")}}, [])
+    # A machine shown to reproduce another's runs exactly counts as it.
+    assert one_machine(runs, aliases=(("B", "A"),)) == (runs, [])
+
+
+def test_a_report_reuses_another_studys_runs_of_an_arm(tmp_path):
+    from benchmarks.study_harness.report import study_runs
+
+    def write(folder, arm, seed):
+        folder.mkdir(exist_ok=True)
+        (folder / f"{arm}-seed{seed}.json").write_text(json.dumps({"arm": arm, "seed": seed, "complete": True}))
+
+    own, other = tmp_path / "own", tmp_path / "other"
+    write(own, "drop", 0), write(own, "grpo", 0), write(other, "grpo", 0), write(other, "grpo", 1)
+    study = types.SimpleNamespace(reused_runs=(("grpo", str(other)),))
+    runs = study_runs(study, str(own))
+    assert sorted(runs["grpo"]) == [0, 1] and sorted(runs["drop"]) == [0]
+    assert study_runs(types.SimpleNamespace(reused_runs=()), str(own))["grpo"].keys() == {0}

@@ -2,9 +2,9 @@
 regenerating defaults on SmolLM2-135M-Instruct, every arm read on both sides of 4,000 and 8,000 generated tokens and
 interpolated to exactly those. Method: docs/results/flat_groups_study/method.md.
 
-    python -m benchmarks.flat_groups_study.study run --arm grpo --seed 0    # the reuse check (method, "Reuse")
-    python -m benchmarks.flat_groups_study.study grid --workers 2 --arms drop
-    python -m benchmarks.flat_groups_study.study report
+    python -m benchmarks.flat_groups_study.study run --arm grpo --seed 0    # the reuse check (method, "Reuse"): passed
+    python -m benchmarks.flat_groups_study.study grid --workers 2 --arms drop   # plan A: the `drop` runs only
+    python -m benchmarks.flat_groups_study.study report   # pairs them with the allocation study's `grpo` and `defaults`
 
 Task A, its draw, seeds, held-out set and settings are the allocation study's (docs/results/allocation_study/, whose
 code left the package after it finished): their values are written here, so that this study needs none of its code.
@@ -102,12 +102,20 @@ def decide(found: dict) -> list[str]:
                     'generation is the budget; "regenerate" stays, documented as DAPO as published']
 
 
+# The reuse check passed (method, execution record): `grpo-seed0` rerun at the method's commit on an AVX2 machine
+# reproduced the allocation study's run exactly, so that study's `grpo` and `defaults` runs are reused (plan A), and
+# runs printed by this machine description are paired as the record's.
+ALLOCATION_RUNS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
+                                                "docs", "results", "allocation_study", "runs"))
+CHECKED_MACHINE = ("AMD EPYC, 2 CPUs, AVX2 kernels, torch 2.13.0+cpu", "AMD EPYC, 2 CPUs, AVX512 kernels, torch 2.13.0+cpu")
+
 STUDY = Study(name="Flat-groups study, task A", arms=ARMS, trainer_and_config=trainer_and_config, task=TASK,
               draw_seed=DRAW_SEED, draw_size=DRAW_SIZE, seeds=SEEDS,
               results_dir=os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                                         os.pardir, "docs", "results", "flat_groups_study")),
               comparisons=COMPARISONS, settings=SETTINGS, problem_key=arithmetic_key,
-              logged=(*LOGGED, "dynamic_sampling/kept_rows_frac", "dynamic_sampling/pass_rate"), decide=decide)
+              logged=(*LOGGED, "dynamic_sampling/kept_rows_frac", "dynamic_sampling/pass_rate"), decide=decide,
+              reused_runs=(("grpo", ALLOCATION_RUNS), ("defaults", ALLOCATION_RUNS)), machine_aliases=(CHECKED_MACHINE,))
 
 
 if __name__ == "__main__":

@@ -23,21 +23,36 @@ def load_grid(runs_dir: str) -> dict:
     return runs
 
 
-def one_machine(runs: dict) -> tuple[dict, list[str]]:
+def study_runs(study, runs_dir: str) -> dict:
+    """arm -> seed -> record: the complete runs in `runs_dir`, an arm's replaced by those of the folder
+    `study.reused_runs` names for it."""
+    runs = load_grid(runs_dir)
+    for arm, folder in study.reused_runs:
+        runs[arm] = load_grid(folder).get(arm, {})
+    return {arm: seeds for arm, seeds in runs.items() if seeds}
+
+
+def one_machine(runs: dict, aliases: tuple = ()) -> tuple[dict, list[str]]:
     """The runs printed by the machine description (CPU, kernels, torch) that printed the most of them, and the names
     of the runs left out: another machine takes another floating-point trajectory for the same seed, so a paired
-    comparison pairs runs of one machine only. Ties go to the description first in sorted order."""
+    comparison pairs runs of one machine only. `aliases`' (machine, counted as) pairs count the first description as
+    the second. Ties go to the description first in sorted order."""
+    counted_as = dict(aliases)
+
+    def key(record) -> str:
+        return counted_as.get(record["machine"], record["machine"])
+
     counts: dict = {}
     for seeds in runs.values():
         for record in seeds.values():
-            counts[record["machine"]] = counts.get(record["machine"], 0) + 1
+            counts[key(record)] = counts.get(key(record), 0) + 1
     if len(counts) <= 1:
         return runs, []
     kept_machine = min(counts, key=lambda machine: (-counts[machine], machine))
-    kept = {arm: {seed: record for seed, record in seeds.items() if record["machine"] == kept_machine}
+    kept = {arm: {seed: record for seed, record in seeds.items() if key(record) == kept_machine}
             for arm, seeds in runs.items()}  # fmt: skip
     left_out = [f"{arm}-seed{seed} ({record['machine']})" for arm, seeds in sorted(runs.items())
-                for seed, record in sorted(seeds.items()) if record["machine"] != kept_machine]  # fmt: skip
+                for seed, record in sorted(seeds.items()) if key(record) != kept_machine]  # fmt: skip
     return {arm: seeds for arm, seeds in kept.items() if seeds}, left_out
 
 
@@ -155,7 +170,7 @@ def target_rows(study, runs: dict, step0_score: float, found: dict) -> list[list
 
 def report(study, runs_dir: str) -> str:
     """The report's Markdown, from the complete runs in `runs_dir` and the step-0 evaluation beside them."""
-    runs, left_out = one_machine(load_grid(runs_dir))
+    runs, left_out = one_machine(study_runs(study, runs_dir), study.machine_aliases)
     complete = analysis.complete_seeds(runs, tuple(study.arms))
     step0 = read_result(os.path.join(runs_dir, "step0.json"))
     done = sum(len(seeds) for seeds in runs.values())
@@ -198,7 +213,9 @@ def report(study, runs_dir: str) -> str:
               "## Tokens at each reading", "",
               "Generated completion tokens at the boundary read below and above each budget, mean (min-max).", "",
               markdown_table(["arm", "budget", "below", "above"], token_rows(study, runs)), "",
-              f"Machine: {'; '.join(machines)}.", ""]
+              f"Machine: {'; '.join(machines)}"
+              + "".join(f"; runs printed by {machine} are paired as {alias}'s, whose runs it reproduced exactly"
+                        for machine, alias in study.machine_aliases) + ".", ""]
     budget = study.settings.token_budgets[-1]
     targets = {}
     if study.tokens_to_target and step0 is not None:

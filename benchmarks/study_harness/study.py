@@ -67,3 +67,9 @@ class Study:
     logged: tuple = LOGGED
     decide: Callable | None = None
     tokens_to_target: tuple = ()
+    # Arms whose runs a study reuses from another study's results: (arm, runs folder) pairs; their complete runs there
+    # replace this study's of that arm in the report.
+    reused_runs: tuple = ()
+    # (machine, counted as) pairs: runs printed by the first machine description are paired as if printed by the
+    # second, where a study has shown that the first reproduces the second's runs exactly.
+    machine_aliases: tuple = ()
