@@ -99,3 +99,17 @@ def test_the_regeneration_figures_in_the_docs_are_what_the_reading_prints(capsys
         text = " ".join(page.read_text().split())
         for figure in ("0.360", "0.366", "1.63", "1.82", "41", "(1.4 %"):
             assert figure in text, (page.name, figure)
+
+
+def test_the_report_pairs_drop_runs_with_the_reused_runs_of_the_checked_machine():
+    """Plan A (the method's reuse check passed): `grpo` and `defaults` come from the allocation study's runs, and the
+    AVX2 machine that reproduced them counts as theirs, so no run is left out."""
+    from benchmarks.study_harness.report import one_machine, study_runs
+
+    runs_dir = Path(study.STUDY.results_dir) / "runs"
+    runs, left_out = one_machine(study_runs(study.STUDY, str(runs_dir)), study.STUDY.machine_aliases)
+    assert left_out == [] and len(runs["grpo"]) == len(runs["defaults"]) == 15
+    assert {record["machine"] for record in runs["drop"].values()} == {study.CHECKED_MACHINE[0]}
+    check = json.loads((runs_dir / "grpo-seed0.json").read_text())
+    assert check["evaluations"][-1]["greedy"] == {**runs["grpo"][0]["evaluations"][-1]["greedy"],
+                                                  "seconds": check["evaluations"][-1]["greedy"]["seconds"]}
