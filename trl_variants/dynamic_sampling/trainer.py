@@ -58,7 +58,7 @@ class DynamicSamplingMixin:
         carried_ratio = self._dynamic_sampler.carried_ratio
         with carried_rows_in_loss(self, inputs, carried_ratio.add):
             loss = super()._compute_loss(model, inputs)
-        if KEPT_ROWS_SCALE_KEY in inputs:  # dynamic_sampling="drop", a row-normalised objective
+        if KEPT_ROWS_SCALE_KEY in inputs:  # dynamic_sampling="drop" (1.0 for the token-normalised objectives)
             loss = loss * inputs[KEPT_ROWS_SCALE_KEY]
         # One gather per optimizer step, at its last micro-batch, and only in steps that trained carried rows.
         if self.accelerator.sync_gradients:
